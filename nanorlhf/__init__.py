@@ -1,0 +1,1 @@
+"""nanorlhf: InstructGPT at toy scale, in plain PyTorch."""

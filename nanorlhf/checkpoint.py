@@ -1,0 +1,156 @@
+"""One checkpoint format for every stage: safe to load, written atomically, exact to resume.
+
+A checkpoint is a plain dict of tensors and Python primitives:
+    model       state_dict of the network
+    config      the script's resolved config, as a dict (and its hash)
+    optim       optimiser state_dict (absent for inference-only files)
+    step        optimisation steps done
+    data_pos    where the data stream stands (script-defined dict of ints)
+    rng         python, numpy and torch RNG states
+    extra       anything else small (metrics, parent checkpoint hashes, ...)
+
+Loading uses `torch.load(weights_only=True)` only: a file whose pickle would
+run code is refused (reliability check 1). Writing goes through a temp file in
+the same folder, fsync and os.replace (check 2).
+
+Example:
+    save_checkpoint("out/ckpt.pt", model=m.state_dict(), config=asdict(cfg), step=10)
+    ck = load_checkpoint("out/ckpt.pt")
+    m.load_state_dict(ck["model"])
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import random
+import tempfile
+
+import numpy as np
+import torch
+
+from nanorlhf.config import config_diff, config_hash
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, unsafe, corrupt or from a different config."""
+
+
+# -----------------------------------------------------------------------------
+# RNG state: python, numpy and torch, as weights_only-loadable values
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(s: dict) -> None:
+    v = s["python"]
+    random.setstate((v[0], tuple(v[1]), v[2]))
+    n = s["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"],
+                         n["has_gauss"], n["gauss"]))
+    torch.set_rng_state(s["torch"])
+    if s.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+
+
+# -----------------------------------------------------------------------------
+# save and load
+
+
+def save_checkpoint(path, *, model: dict, config: dict, step: int = 0, optim: dict | None = None,
+                    data_pos: dict | None = None, extra: dict | None = None,
+                    with_rng: bool = True) -> None:
+    """Write atomically: temp file in the same folder, flush, fsync, os.replace."""
+    ck = {"model": model, "config": config, "config_hash": config_hash(config), "step": step,
+          "data_pos": data_pos or {}, "extra": extra or {}}
+    if optim is not None:
+        ck["optim"] = optim
+    if with_rng:
+        ck["rng"] = rng_state()
+    atomic_torch_save(ck, path)
+
+
+def atomic_torch_save(obj, path) -> None:
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pt")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    dir_fd = os.open(folder, os.O_RDONLY)  # make the rename itself durable
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def load_checkpoint(path, map_location="cpu") -> dict:
+    """Load with weights_only=True; refuse anything that would need to run code."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(
+            f"refused to load {path}: it is not a plain tensor checkpoint "
+            f"(loading it would need to run code). Details: {str(e).splitlines()[0]}") from None
+    except (RuntimeError, EOFError) as e:
+        raise CheckpointError(f"cannot read checkpoint {path}: {e}") from None
+
+
+def check_resume_config(ck: dict, config: dict, ignore: tuple[str, ...] = ()) -> None:
+    """Resuming with a changed config fails loudly, naming the fields that differ."""
+    diff = config_diff(ck["config"], config, ignore=ignore)
+    if diff:
+        raise CheckpointError("cannot resume: the config differs from the checkpoint's in\n  "
+                              + "\n  ".join(diff))
+
+
+def file_sha256(path, n_hex: int = 16) -> str:
+    """Short content hash of a file: recorded for every input a stage consumed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:n_hex]
+
+
+# -----------------------------------------------------------------------------
+# models from checkpoints: every stage saves extra["model_config"] and extra["tokenizer"]
+
+
+def load_model(path, device: str = "cpu", kind: str = "gpt", dropout: float | None = None):
+    """(model, tokenizer, checkpoint) from a stage checkpoint; kind is "gpt" or "scalar"."""
+    from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
+    from nanorlhf.tokenizer import Tokenizer
+    ck = load_checkpoint(path, map_location=device)
+    mc = dict(ck["extra"]["model_config"])
+    if dropout is not None:
+        mc["dropout"] = dropout
+    net = (GPT if kind == "gpt" else ScalarHeadModel)(GPTConfig(**mc))
+    net.load_state_dict(ck["model"])
+    return net.to(device), Tokenizer.load(ck["extra"]["tokenizer"]), ck

@@ -1,0 +1,148 @@
+"""Typed configs parsed from --name=value flags.
+
+Every script declares one dataclass. Each field is followed by a one-line
+docstring (a bare string literal, as cleanrl does); that line is the field's
+help text. Presets are named bundles of overrides, applied before the flags.
+
+Example:
+    @dataclass
+    class Config:
+        lr: float = 1e-3
+        "peak learning rate"
+        PRESETS: ClassVar[dict] = {"tiny": {"lr": 3e-3}}
+
+    cfg = parse_config(Config, ["--preset=tiny", "--lr=0.01"])  # lr = 0.01
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import inspect
+import json
+import sys
+import textwrap
+import types
+import typing
+
+TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A flag that does not name a field, or a value of the wrong type."""
+
+
+def field_docs(cls) -> dict[str, str]:
+    """Map each field to the string literal that follows it in the class body."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):  # defined interactively: no source
+        return {}
+    body, docs = tree.body[0].body, {}
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = nxt.value.value.strip()
+    return docs
+
+
+def _field_type(cls, name: str):
+    hints = typing.get_type_hints(cls)
+    t = hints[name]
+    args = typing.get_args(t)
+    if typing.get_origin(t) in (typing.Union, types.UnionType) and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return inner[0], True  # Optional[X]
+    return t, False
+
+
+def convert(cls, name: str, raw):
+    """Convert a flag's text (or a preset's value) to the field's declared type."""
+    t, optional = _field_type(cls, name)
+    if optional and (raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null"))):
+        return None
+    if not isinstance(raw, str):  # a preset value: check it, do not parse it
+        ok = isinstance(raw, t) and not (t is int and isinstance(raw, bool))
+        if t is float and isinstance(raw, int) and not isinstance(raw, bool):
+            return float(raw)
+        if not ok:
+            raise ConfigError(f"--{name}: expected {t.__name__}, got {raw!r}")
+        return raw
+    try:
+        if t is bool:
+            if raw.lower() in TRUE:
+                return True
+            if raw.lower() in FALSE:
+                return False
+            raise ValueError(raw)
+        return t(raw)
+    except ValueError:
+        raise ConfigError(f"--{name}={raw}: expected {t.__name__}") from None
+
+
+def usage(cls) -> str:
+    docs = field_docs(cls)
+    lines = [f"flags for {cls.__name__} (--name=value):"]
+    for f in dataclasses.fields(cls):
+        t, optional = _field_type(cls, f.name)
+        tname = t.__name__ + (" | None" if optional else "")
+        lines.append(f"  --{f.name}={f.default!r} ({tname})  {docs.get(f.name, '')}")
+    presets = getattr(cls, "PRESETS", {})
+    if presets:
+        lines.append(f"  --preset=NAME  one of: {', '.join(presets)}")
+    return "\n".join(lines)
+
+
+def parse_config(cls, argv: list[str] | None = None):
+    """Build cls from defaults, then --preset=NAME, then the other --name=value flags.
+
+    Unknown names and ill-typed values raise ConfigError with the valid names listed.
+    `--help` prints the flags and exits.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in argv):
+        print(usage(cls))
+        raise SystemExit(0)
+    names = [f.name for f in dataclasses.fields(cls)]
+    flags: dict[str, str] = {}
+    for arg in argv:
+        if not arg.startswith("--") or "=" not in arg:
+            raise ConfigError(f"expected --name=value, got {arg!r}\n{usage(cls)}")
+        k, v = arg[2:].split("=", 1)
+        if k != "preset" and k not in names:
+            raise ConfigError(f"unknown flag --{k}; valid: {', '.join(names)}\n{usage(cls)}")
+        flags[k] = v
+    values: dict = {}
+    presets = getattr(cls, "PRESETS", {})
+    if "preset" in flags:
+        p = flags.pop("preset")
+        if p not in presets:
+            raise ConfigError(f"unknown preset {p!r}; valid: {', '.join(presets) or '(none)'}")
+        values.update({k: convert(cls, k, v) for k, v in presets[p].items()})
+        if "preset" in names:
+            values["preset"] = p
+    values.update({k: convert(cls, k, v) for k, v in flags.items()})
+    return cls(**values)
+
+
+def config_dict(cfg) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def config_hash(d: dict, ignore: tuple[str, ...] = ()) -> str:
+    """A short stable hash of a config dict, for resume checks and stage caching."""
+    kept = {k: v for k, v in sorted(d.items()) if k not in ignore}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def config_diff(a: dict, b: dict, ignore: tuple[str, ...] = ()) -> list[str]:
+    """Names of fields whose values differ between two config dicts, as 'name: a -> b'."""
+    keys = sorted((set(a) | set(b)) - set(ignore))
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+def print_config(cfg) -> None:
+    print(f"{type(cfg).__name__}:")
+    for k, v in config_dict(cfg).items():
+        print(f"  {k} = {v!r}")

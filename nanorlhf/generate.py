@@ -1,0 +1,164 @@
+"""
+Batched sampling with a KV cache, and the log-prob helpers PPO needs.
+
+Layout of a Rollout (B rows, prompts left-padded to a common length P):
+
+    tokens          pad pad p0  p1  p2 | s0  s1  EOS pad pad     (B, P+N)
+    attention_mask   0   0   1   1   1 |  1   1   1   0   0
+    response_mask    0   0   0   0   0 |  1   1   1   0   0      the positions the policy chose
+    logprobs         0   0   0   0   0 | lp  lp  lp   0   0
+
+Left padding puts every prompt's last token in column P-1, so one forward pass
+predicts the next token of every row at once. The model computes positions from
+the attention mask, so padding never changes a row's result.
+
+Randomness (DEVIATION from torch.multinomial with one shared generator): each row
+gets its own uniform noise u of shape (N,), drawn from a Generator seeded by
+(base seed, row index) or by `row_seeds`, and step t picks the token whose CDF
+interval holds u[t] (inverse-CDF sampling: the same distribution as multinomial).
+A row's sample then depends only on its prompt, the model and its seed: not on
+the batch size, the other rows, or the cache (tests/test_generate.py checks all
+three).
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from nanorlhf.model import GPT, KVCache
+from nanorlhf.ppo import token_logprobs
+
+# -----------------------------------------------------------------------------
+
+
+@dataclass
+class Rollout:
+    tokens: torch.Tensor          # (B, P+N) long: left-padded prompts, then sampled tokens; pad_id after the stop token
+    attention_mask: torch.Tensor  # (B, P+N) 1 on real prompt tokens and sampled tokens up to and including the stop token
+    response_mask: torch.Tensor   # (B, P+N) 1 exactly on the sampled positions up to and including the stop token
+    logprobs: torch.Tensor        # (B, P+N) float: log-prob of each sampled token under the sampling distribution; 0 elsewhere
+    prompt_len: int               # P
+    stop_token: int | None = None  # the stop token used, so response_texts can drop it
+
+
+def left_pad(prompts, pad_id):
+    """Left-pad token lists to a common length: tokens (B, P) long, mask (B, P) long."""
+    assert all(len(p) > 0 for p in prompts), "empty prompt"
+    P = max(len(p) for p in prompts)
+    tokens = torch.full((len(prompts), P), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), P), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        tokens[i, P - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[i, P - len(p):] = 1
+    return tokens, mask
+
+
+def row_noise(B, N, generator=None, row_seeds=None):
+    """Uniform noise (B, N): row i comes from its own Generator, so it does not depend on B."""
+    if row_seeds is None:
+        dev = generator.device if generator is not None else None
+        base = int(torch.randint(2**31 - 1, (1,), generator=generator, device=dev))
+        row_seeds = [base * 1_000_003 + i for i in range(B)]  # (base seed, row index)
+    assert len(row_seeds) == B
+    return torch.stack([torch.rand(N, generator=torch.Generator().manual_seed(int(s))) for s in row_seeds])
+
+
+def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
+    """The sampling distribution's logits (B, V): temperature, then top-k, then top-p (nucleus)."""
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None:
+        # Holtzman et al. 2019: keep the smallest set of most likely tokens whose mass reaches top_p
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = F.softmax(sorted_logits, dim=-1)
+        drop = probs.cumsum(-1) - probs > top_p  # mass before this token already reaches top_p
+        drop = drop.scatter(-1, order, drop)     # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def inverse_cdf_sample(probs, u):
+    """Index i with cdf[i-1] <= u * total < cdf[i], per row: probs (B, V), u (B,) -> (B,)."""
+    cdf = probs.cumsum(-1)                                              # (B, V)
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True)
+    return idx.squeeze(-1).clamp(max=probs.size(-1) - 1)               # never a zero-probability token
+
+# -----------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, temperature=1.0,
+             top_k=None, top_p=None, greedy=False, stop_token=None, pad_id=0,
+             generator: torch.Generator | None = None, row_seeds=None, use_cache=True) -> Rollout:
+    """Sample up to max_new_tokens per prompt. use_cache=False recomputes the whole
+    prefix at every step (the naive loop, kept as the reference the cache is tested against).
+    greedy takes the argmax and records its log-prob under softmax(logits / temperature).
+    row_seeds (one int per prompt) fixes each row's randomness whatever its batch.
+    """
+    assert temperature > 0, "use greedy=True instead of temperature 0"
+    device = next(model.parameters()).device
+    prompt_tokens, prompt_mask = left_pad(prompts, pad_id)
+    B, P = prompt_tokens.shape
+    N = max_new_tokens
+    assert P + N <= model.cfg.block_size, f"prompt {P} + {N} new tokens > block_size"
+    tokens = torch.full((B, P + N), pad_id, dtype=torch.long, device=device)
+    attention_mask = torch.zeros((B, P + N), dtype=torch.long, device=device)
+    tokens[:, :P], attention_mask[:, :P] = prompt_tokens, prompt_mask
+    response_mask = torch.zeros_like(attention_mask)
+    logprobs = torch.zeros((B, P + N), device=device)
+    noise = None if greedy else row_noise(B, N, generator, row_seeds).to(device)  # (B, N)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+
+    was_training = model.training
+    model.eval()
+    cache = KVCache(model.cfg, B, P + N, device=device) if use_cache else None
+    logits = model(tokens[:, :P], attention_mask[:, :P], kv_cache=cache)[:, -1]  # (B, V) prefill
+    for t in range(N):
+        # 1. the sampling distribution, and a draw from it
+        logits = filter_logits(logits.float(), temperature, top_k, top_p)
+        logp = F.log_softmax(logits, dim=-1)                                  # (B, V)
+        nxt = logits.argmax(-1) if greedy else inverse_cdf_sample(logp.exp(), noise[:, t])  # (B,)
+        # 2. write it down; rows already done get pad and mask 0
+        col = P + t
+        alive = ~done
+        tokens[:, col] = torch.where(alive, nxt, pad_id)
+        attention_mask[:, col] = alive.long()
+        response_mask[:, col] = alive.long()
+        logprobs[:, col] = torch.where(alive, logp.gather(-1, nxt[:, None]).squeeze(-1), 0.0)
+        if stop_token is not None:
+            done = done | (alive & (nxt == stop_token))  # the stop token itself is part of the response
+        if done.all() or t == N - 1:
+            break
+        # 3. next-token logits: one new position with the cache, the whole prefix without
+        if use_cache:
+            logits = model(tokens[:, col:col + 1], attention_mask[:, :col + 1], kv_cache=cache)[:, -1]
+        else:
+            logits = model(tokens[:, :col + 1], attention_mask[:, :col + 1])[:, -1]
+    model.train(was_training)
+    return Rollout(tokens, attention_mask, response_mask, logprobs, P, stop_token)
+
+# -----------------------------------------------------------------------------
+
+
+def sequence_logprobs(model, tokens, attention_mask, temperature=1.0):
+    """log p(token_t | tokens_<t) at every position t (0 at t=0), one forward pass: (B, T).
+
+    Not masked: multiply by a response_mask to keep the positions the policy chose.
+    Matches Rollout.logprobs when sampling used the same temperature and no top-k/top-p.
+    The alignment itself lives in ppo.token_logprobs (one place for the shift).
+    """
+    return token_logprobs(model(tokens, attention_mask), tokens, temperature)  # (B, T)
+
+
+def response_texts(rollout, tokenizer):
+    """Decode each row's response positions, without the stop token."""
+    texts = []
+    for toks, resp in zip(rollout.tokens.tolist(), rollout.response_mask.tolist()):
+        ids = [t for t, r in zip(toks, resp) if r]
+        if ids and rollout.stop_token is not None and ids[-1] == rollout.stop_token:
+            ids = ids[:-1]
+        texts.append(tokenizer.decode(ids))
+    return texts

@@ -1,0 +1,102 @@
+"""Logging a small fixed set of metrics: a JSONL file, progress lines with ETA, curves.
+
+Example:
+    log = MetricsLog("out/run/metrics.jsonl")
+    log.write(step=10, **{"train/loss": 2.3})
+    bar = Progress(total=100, what="pretrain")
+    print(bar.line(10, loss=2.3))   # pretrain   10/100 ( 10%) loss 2.3000 | 1.2s elapsed, ETA 10.8s
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import torch
+
+
+class MetricsLog:
+    """Append one JSON object per logged step to out_dir/metrics.jsonl."""
+
+    def __init__(self, path, fresh: bool = False):
+        self.path = os.fspath(path)
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        if fresh and os.path.exists(self.path):
+            os.remove(self.path)
+
+    def write(self, step: int, **values) -> None:
+        row = {"step": step}
+        for k, v in values.items():
+            v = float(v) if isinstance(v, (int, float, torch.Tensor)) else v
+            row[k] = None if isinstance(v, float) and not math.isfinite(v) else v
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def read(self) -> list[dict]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def fmt_seconds(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+class Progress:
+    """A progress line with elapsed time and ETA for long loops."""
+
+    def __init__(self, total: int, what: str = "", start_step: int = 0):
+        self.total, self.what, self.start_step = total, what, start_step
+        self.t0 = time.time()
+
+    def line(self, step: int, **values) -> str:
+        elapsed = time.time() - self.t0
+        done = max(step - self.start_step, 1e-9)
+        eta = elapsed / done * max(self.total - step, 0)
+        pct = 100.0 * step / max(self.total, 1)
+        vals = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+        return (f"{self.what} {step:>6}/{self.total} ({pct:3.0f}%) {vals} | "
+                f"{fmt_seconds(elapsed)} elapsed, ETA {fmt_seconds(eta)}")
+
+
+def measure_matmul_peak(device: str = "cpu", n: int = 1024, reps: int = 10) -> float:
+    """Measured fp32 matmul FLOP/s of this device: the denominator of MFU."""
+    g = torch.Generator().manual_seed(0)  # its own RNG: measuring must not shift a run's random stream
+    a = torch.randn(n, n, generator=g).to(device)
+    b = torch.randn(n, n, generator=g).to(device)
+    for _ in range(3):
+        a @ b
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return 2 * n ** 3 * reps / (time.perf_counter() - t)
+
+
+def plot_curves(rows: list[dict], keys: list[str], path, title: str = "") -> None:
+    """One PNG with a panel per metric name, against step."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    keys = [k for k in keys if any(r.get(k) is not None for r in rows)]
+    if not keys:
+        return
+    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        pts = [(r["step"], r[k]) for r in rows if r.get(k) is not None]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts])
+        ax.set_title(k)
+        ax.set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,291 @@
+"""PPO for RLHF as small pure functions: masks, KL-shaped reward, GAE, losses.
+
+Alignment convention (the bug users hit most, so read this once):
+every per-token tensor is (B, T) and position t holds the quantity for the
+token AT position t of the sequence `tokens` (B, T):
+
+    logprobs[:, t] = log pi(tokens[:, t] | tokens[:, :t])  read from logits[:, t-1]
+    values[:, t]   = V(s_t), s_t = tokens[:, :t]           read from hidden[:, t-1]
+    rewards[:, t], advantages[:, t], returns[:, t]         for emitting tokens[:, t]
+
+Column 0 has no predecessor, so it holds 0 (it is always a prompt token).
+`token_logprobs` and `align_values` do this shift; everything else assumes it.
+`response_mask` (B, T) is 1 on the tokens the policy sampled (response up to
+and including the end token) and 0 on prompt and padding, whatever the
+padding side. Masked-out positions may hold anything, even NaN: they are
+selected away with torch.where, never multiplied by 0.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+# -----------------------------------------------------------------------------
+# alignment helpers
+
+
+def token_logprobs(logits, tokens, temperature=1.0):
+    """logprobs[:, t] = log softmax(logits[:, t-1] / temperature)[tokens[:, t]]; column 0 is 0.
+
+    Example: logits (B, T, V) from model(tokens); returns (B, T).
+    """
+    logp = F.log_softmax(logits[:, :-1].float() / temperature, dim=-1)  # (B, T-1, V)
+    lp = logp.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
+    return F.pad(lp, (1, 0))  # (B, T): column 0 has no predecessor
+
+
+def align_values(head_out):
+    """values[:, t] = head_out[:, t-1], the value read before token t is emitted; column 0 is 0."""
+    return F.pad(head_out[:, :-1], (1, 0))  # (B, T)
+
+
+# -----------------------------------------------------------------------------
+# masked statistics: equal the plain statistic on x[mask]
+
+
+def masked_sum(x, mask, dim=None):
+    """Sum of x over positions where mask is true (over `dim`, or everything)."""
+    mask = mask.bool()
+    picked = torch.where(mask, x, torch.zeros_like(x))
+    return picked.sum() if dim is None else picked.sum(dim)
+
+
+def masked_mean(x, mask, dim=None):
+    """Mean of x over positions where mask is true."""
+    return masked_sum(x, mask, dim) / masked_sum(torch.ones_like(x), mask, dim)
+
+
+def masked_var(x, mask, unbiased=True):
+    """Variance of x[mask] (one number); unbiased divides by n - 1 like torch.var."""
+    mask = mask.bool()
+    n = mask.sum()
+    if unbiased and n < 2:
+        raise ValueError(f"unbiased masked_var needs at least 2 valid entries, got {int(n)}")
+    centered = x - masked_mean(x, mask)
+    var = masked_mean(centered**2, mask)
+    return var * n / (n - 1) if unbiased else var
+
+
+def masked_whiten(x, mask, shift_mean=True, eps=1e-8):
+    """(x - mean) / std over x[mask]; masked-out positions come back as 0.
+
+    shift_mean=False keeps the mean (used for rewards: scale only, keep sign).
+    """
+    mask = mask.bool()
+    mean = masked_mean(x, mask)
+    whitened = (x - mean) * torch.rsqrt(masked_var(x, mask) + eps)
+    if not shift_mean:
+        whitened = whitened + mean
+    return torch.where(mask, whitened, torch.zeros_like(whitened))
+
+
+# -----------------------------------------------------------------------------
+# reward shaping: InstructGPT §3.5
+
+
+def per_token_kl(logprobs, ref_logprobs, response_mask):
+    """kl[:, t] = log pi_RL(y_t) - log pi_SFT(y_t) on response tokens, 0 elsewhere.  # (B, T)
+
+    This is the single-sample estimator of KL(pi_RL || pi_SFT); its sum over a
+    response is unbiased for the sequence KL when y ~ pi_RL.
+    """
+    mask = response_mask.bool()
+    kl = logprobs - ref_logprobs
+    return torch.where(mask, kl, torch.zeros_like(kl))  # (B, T)
+
+
+def last_token_index(response_mask):
+    """Column of the last response token in each row, whatever the padding side.  # (B,)"""
+    mask = response_mask.bool()
+    if not mask.any(dim=-1).all():
+        raise ValueError("every row needs at least one response token")
+    cols = torch.arange(mask.shape[-1], device=mask.device).expand_as(mask)
+    return torch.where(mask, cols, -1).amax(dim=-1)  # (B,)
+
+
+def kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask, beta):
+    """Per-token reward of the bandit episode. Returns (rewards, kl), both (B, T).
+
+    score (B,) is the RM output r(x, y); it is added at the last response token.
+    """
+    # InstructGPT §3.5: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)),
+    # spread over tokens: -beta * kl_t on every response token, + r at the end.
+    kl = per_token_kl(logprobs, ref_logprobs, response_mask)  # (B, T)
+    rewards = -beta * kl  # (B, T)
+    last = last_token_index(response_mask)  # (B,)
+    rewards = rewards.scatter_add(1, last.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
+    return rewards, kl
+
+
+def kl_estimate(logprobs, ref_logprobs, mask):
+    """Per-sequence KL(pi_RL || pi_SFT) estimate: the sum of exactly the kl used in the reward.  # (B,)"""
+    return per_token_kl(logprobs, ref_logprobs, mask).sum(dim=-1)
+
+
+# -----------------------------------------------------------------------------
+# advantages
+
+
+def gae(rewards, values, response_mask, gamma=1.0, lam=0.95):
+    """Generalised advantage estimation over response tokens. Returns (advantages, returns), (B, T).
+
+    values[:, t] = V(s_t) (see the module docstring). The value after the last
+    response token is 0 (the episode ends), and so is everything off the mask,
+    so left-padded prompts and right-padded responses of any length both work.
+    """
+    mask = response_mask.bool()
+    zero = torch.zeros_like(values[:, 0])  # (B,)
+    next_value, next_adv = zero, zero
+    advantages = torch.zeros_like(values)  # (B, T)
+    for t in reversed(range(values.shape[1])):
+        # GAE: delta_t = r_t + gamma * V_{t+1} - V_t
+        delta = rewards[:, t] + gamma * next_value - values[:, t]  # (B,)
+        # GAE: A_t = delta_t + gamma * lam * A_{t+1}
+        adv = delta + gamma * lam * next_adv
+        advantages[:, t] = torch.where(mask[:, t], adv, zero)
+        # what position t-1 sees as "next": 0 unless t is a response token
+        next_value = torch.where(mask[:, t], values[:, t], zero)
+        next_adv = advantages[:, t]
+    returns = torch.where(mask, advantages + values, torch.zeros_like(values))  # (B, T)
+    return advantages, returns
+
+
+# -----------------------------------------------------------------------------
+# losses
+
+
+def policy_loss(logprobs, old_logprobs, advantages, response_mask, clip=0.2):
+    """PPO clipped surrogate (Schulman et al. 2017, eq. 7), negated for descent.
+
+    Returns (loss, stats) with stats floats: ratio_mean, clipfrac, approx_kl.
+    approx_kl is the k3 estimator mean((r - 1) - log r) of KL(old || new):
+    non-negative per token and exactly 0 when the policies agree.
+    """
+    mask = response_mask.bool()
+    log_ratio = logprobs - old_logprobs  # (B, T)
+    ratio = torch.exp(log_ratio)  # (B, T)
+    # PPO eq. 7: L = E[min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)]
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
+    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    with torch.no_grad():
+        stats = {
+            "ratio_mean": masked_mean(ratio, mask).item(),
+            "clipfrac": masked_mean((clipped > unclipped).float(), mask).item(),
+            "approx_kl": masked_mean((ratio - 1) - log_ratio, mask).item(),
+        }
+    return loss, stats
+
+
+def value_loss(values, old_values, returns, response_mask, clip=0.2):
+    """Clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2). Returns (loss, stats)."""
+    mask = response_mask.bool()
+    # V_clip = V_old + clip(V - V_old, -eps, eps): the value may move at most eps per batch
+    v_clipped = old_values + torch.clamp(values - old_values, -clip, clip)  # (B, T)
+    err = (values - returns) ** 2
+    err_clipped = (v_clipped - returns) ** 2
+    loss = 0.5 * masked_mean(torch.maximum(err, err_clipped), mask)
+    with torch.no_grad():
+        stats = {"value_clipfrac": masked_mean((err_clipped > err).float(), mask).item()}
+    return loss, stats
+
+
+def explained_variance(values, returns, mask):
+    """1 - Var[R - V] / Var[R] over the mask: 1 is perfect, 0 is no better than a constant."""
+    var_r = masked_var(returns, mask, unbiased=False)
+    if var_r == 0:
+        return float("nan")
+    return (1 - masked_var(returns - values, mask, unbiased=False) / var_r).item()
+
+
+def entropy_from_logits(logits, mask):
+    """Masked mean of H = -sum_v p_v log p_v; logits (B, T, V), mask (B, T) on the same positions."""
+    logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    entropy = -(logp.exp() * logp).sum(dim=-1)  # (B, T)
+    return masked_mean(entropy, mask)
+
+
+def ptx_loss(logits, targets, mask):
+    """PPO-ptx pretraining term as a masked next-token cross-entropy; the caller multiplies by gamma_ptx.
+
+    logits[:, t] predicts targets[:, t] (targets already shifted, nanoGPT style);
+    mask (B, T) is 1 on the targets that count.
+    """
+    # InstructGPT eq. 2: objective += gamma * E_{x ~ D_pretrain}[log pi_RL(x)], so loss = -log pi_RL(x)
+    nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
+    return masked_mean(nll.view(targets.shape), mask)  # (B, T) -> scalar
+
+
+# -----------------------------------------------------------------------------
+# KL coefficient controllers
+
+
+class FixedKLController:
+    """beta stays put (InstructGPT uses a fixed beta = 0.02)."""
+
+    def __init__(self, beta):
+        self.value = beta
+
+    def update(self, current_kl, n_steps):
+        pass
+
+
+class AdaptiveKLController:
+    """Ziegler et al. 2019 §2.2: steer beta so the KL tracks a target."""
+
+    def __init__(self, init_beta, target, horizon):
+        self.value = init_beta
+        self.target = target
+        self.horizon = horizon
+
+    def update(self, current_kl, n_steps):
+        # e_t = clip(KL_t / KL_target - 1, -0.2, 0.2); beta <- beta * (1 + K_beta * e_t)
+        error = min(max(current_kl / self.target - 1.0, -0.2), 0.2)
+        self.value *= 1.0 + error * n_steps / self.horizon
+
+
+# -----------------------------------------------------------------------------
+# reliability check 6: non-finite values skip the step; several in a row stop the run
+
+
+class NonFiniteGuard:
+    """Call .check(loss=..., reward=..., grad_norm=...) once per step.
+
+    Returns True if every value is finite, else False (skip the step; counted
+    in .skipped). max_consecutive bad steps in a row raise RuntimeError naming
+    the quantities and steps.
+    """
+
+    def __init__(self, max_consecutive=3):
+        self.max_consecutive = max_consecutive
+        self.step = 0  # number of checks so far
+        self.skipped = 0
+        self.recent = []  # descriptions of the current run of bad steps
+
+    def check(self, **named_scalars):
+        step, self.step = self.step, self.step + 1
+        bad = [name for name, v in named_scalars.items() if not _all_finite(v)]
+        if not bad:
+            self.recent = []
+            return True
+        self.skipped += 1
+        self.recent.append(f"step {step}: " + ", ".join(f"{n}={_show(named_scalars[n])}" for n in bad))
+        if len(self.recent) >= self.max_consecutive:
+            raise RuntimeError(
+                f"{len(self.recent)} consecutive steps with non-finite values, stopping: "
+                + "; ".join(self.recent)
+            )
+        return False
+
+
+def _all_finite(v):
+    if isinstance(v, torch.Tensor):
+        return bool(torch.isfinite(v).all())
+    return math.isfinite(float(v))
+
+
+def _show(v):
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        v = v.item()
+    return v if not isinstance(v, torch.Tensor) else "tensor with non-finite entries"

@@ -1,0 +1,158 @@
+"""Reward-model loss and helpers (InstructGPT §3.5, eq. 1). The model is ScalarHeadModel in model.py.
+
+A prompt comes with K completions and a ranking `ranks` (K,) of ints:
+lower = better, equal = tie. Example: ranks [0, 2, 1, 1] says completion 0 is
+best, 1 is worst, and 2 and 3 tie. Every untied pair (w, l) gives one term
+log sigmoid(r_w - r_l); the C(K, 2) pairs of one prompt form ONE batch element.
+
+DEVIATION: the paper's rankings have no ties, so it divides by C(K, 2). We drop
+tied pairs (they say nothing about which is better) and divide by the number
+of untied pairs; with no ties that number is C(K, 2) and the loss is the paper's.
+"""
+
+import torch
+import torch.nn.functional as F
+
+
+def ranking_to_pairs(ranks):
+    """All untied pairs as (winner_idx, loser_idx), in order of (i, j) with i < j.
+
+    Example: ranking_to_pairs([0, 2, 1, 1]) == [(0, 1), (0, 2), (0, 3), (2, 1), (3, 1)]
+    """
+    ranks = [int(r) for r in ranks]
+    pairs = []
+    for i in range(len(ranks)):
+        for j in range(i + 1, len(ranks)):
+            if ranks[i] < ranks[j]:
+                pairs.append((i, j))
+            elif ranks[j] < ranks[i]:
+                pairs.append((j, i))
+    return pairs
+
+
+def _pair_margins(rewards, ranks):
+    """r_w - r_l for every untied pair of one prompt.  # (n_pairs,)"""
+    pairs = ranking_to_pairs(ranks)
+    if not pairs:
+        raise ValueError(f"ranking {list(map(int, ranks))} has no untied pair to learn from")
+    winners, losers = torch.tensor(pairs, device=rewards.device).unbind(dim=1)  # (n_pairs,) each
+    return rewards[winners] - rewards[losers]
+
+
+def rm_ranking_loss(rewards, ranks):
+    """InstructGPT eq. 1 for one prompt: -1/n_pairs * sum over untied pairs of log sigmoid(r_w - r_l).
+
+    rewards (K,) are the RM scores of the K completions; ranks (K,) as above.
+    Raises ValueError when every pair is tied (nothing to learn).
+    """
+    # InstructGPT eq. 1: loss = -1/C(K,2) * E[log sigma(r(x, y_w) - r(x, y_l))]
+    return -F.logsigmoid(_pair_margins(rewards, ranks)).mean()
+
+
+def rm_batch_loss(rewards_list, ranks_list):
+    """Mean of rm_ranking_loss over prompts: each prompt is one batch element, as in the paper.
+
+    rewards_list: list of (K_i,) tensors; K may differ between prompts.
+    """
+    losses = [rm_ranking_loss(r, k) for r, k in zip(rewards_list, ranks_list, strict=True)]
+    return torch.stack(losses).mean()
+
+
+@torch.no_grad()
+def pairwise_accuracy(rewards, ranks):
+    """Fraction of untied pairs where the winner scores strictly higher (equal scores count as wrong)."""
+    return (_pair_margins(rewards, ranks) > 0).float().mean().item()
+
+
+@torch.no_grad()
+def normalize_bias(reward_values_of_demonstrations):
+    """InstructGPT §3.5: the bias b such that r(x, y_demo) - b averages 0 over labeler demonstrations.
+
+    The RM's output has b subtracted from then on; this moves every score by the
+    same amount, so the ranking loss (which sees only differences) does not change.
+    """
+    return torch.as_tensor(reward_values_of_demonstrations, dtype=torch.float64).mean().item()
+
+
+def ranking_to_ranks(ranking):
+    """A ranking as stored in comparisons.jsonl (groups of indices, best first) -> ranks (K,).
+
+    Example: ranking_to_ranks([[2], [0, 3], [1]]) == [1, 2, 0, 1]   (2 best; 0 and 3 tie; 1 worst)
+    """
+    ranks = [0] * sum(len(g) for g in ranking)
+    for r, group in enumerate(ranking):
+        for i in group:
+            ranks[i] = r
+    return ranks
+
+
+def score_sequences(rm, tokens, attention_mask, response_mask, bias=0.0):
+    """r(x, y) for each row: the scalar head read at the last response token, minus the bias.  # (B,)
+
+    tokens, attention_mask, response_mask (B, T), left or right padded.
+    """
+    from nanorlhf.ppo import last_token_index
+    out = rm(tokens, attention_mask=attention_mask)                    # (B, T)
+    last = last_token_index(response_mask)                             # (B,)
+    return out.gather(1, last[:, None]).squeeze(1) - bias              # (B,)
+
+
+# -----------------------------------------------------------------------------
+# completions as RM inputs, and one epoch of RM training
+
+
+def encode_completions(tok, prompt: str, completions: list[str], block_size: int):
+    """Right-padded (K, T) tokens, attention_mask, response_mask of prompt + completion + <|endoftext|>."""
+    from nanorlhf.chat import chat_prompt
+    p = chat_prompt(tok, prompt)
+    rows, n_resp = [], []
+    for c in completions:
+        r = (tok.encode(c) + [tok.eot_id])[: max(1, block_size - len(p))]  # truncate long completions
+        rows.append((p + r)[-block_size:])                                  # and, if need be, the prompt's start
+        n_resp.append(len(r))
+    T = max(len(r) for r in rows)
+    tokens = torch.full((len(rows), T), tok.pad_id, dtype=torch.long)
+    attention_mask = torch.zeros(len(rows), T, dtype=torch.long)
+    response_mask = torch.zeros(len(rows), T, dtype=torch.long)
+    for i, (r, n) in enumerate(zip(rows, n_resp)):
+        tokens[i, :len(r)] = torch.tensor(r)
+        attention_mask[i, :len(r)] = 1
+        response_mask[i, len(r) - n:len(r)] = 1
+    return tokens, attention_mask, response_mask
+
+
+def rm_scores(rm, tok, prompt: str, completions: list[str], device, bias: float = 0.0):
+    """Scores of the K completions of one prompt. # (K,)"""
+    t, a, r = (x.to(device) for x in encode_completions(tok, prompt, completions, rm.cfg.block_size))
+    return score_sequences(rm, t, a, r, bias)
+
+
+def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int, batch_prompts: int,
+                     seed: int, device, log=None, progress: bool = True) -> list[float]:
+    """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits)."""
+    from nanorlhf.metrics import Progress
+    from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+    usable = [c for c in comparisons if ranking_to_pairs(ranking_to_ranks(c["ranking"]))]
+    opt = make_optimizer(rm, lr, weight_decay=0.0)
+    g = torch.Generator().manual_seed(seed)
+    steps = epochs * ((len(usable) + batch_prompts - 1) // batch_prompts)
+    bar, losses, step = Progress(steps, "rm"), [], 0
+    rm.train()
+    for _ in range(epochs):
+        for idx in torch.randperm(len(usable), generator=g).split(batch_prompts):
+            set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
+            batch = [usable[i] for i in idx.tolist()]
+            rewards = [rm_scores(rm, tok, c["prompt"], c["completions"], device) for c in batch]
+            loss = rm_batch_loss(rewards, [ranking_to_ranks(c["ranking"]) for c in batch])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            clip_grad(rm, 1.0)
+            opt.step()
+            step += 1
+            losses.append(loss.item())
+            if log is not None and step % 10 == 0:
+                log.write(step, **{"rm/loss": sum(losses[-10:]) / len(losses[-10:])})
+            if progress and (step % max(1, steps // 10) == 0 or step == steps):
+                print(bar.line(step, loss=sum(losses[-20:]) / len(losses[-20:])))
+    rm.eval()
+    return losses

@@ -1,0 +1,237 @@
+"""Pretrain the base model: next-token prediction on the world's corpus.
+
+InstructGPT starts from GPT-3, trained on web text; nanorlhf starts from a small
+GPT trained here on the generated village's corpus (encyclopedia, gossip, quiz
+sheets, forums, ...), which is what makes it know facts but not follow instructions.
+
+    python pretrain.py --preset=tiny      # < 1 minute on 2 CPU cores (tests use this)
+    python pretrain.py --preset=small     # the default CPU run; see README for time and loss
+    python pretrain.py --corpus=my.txt    # any text file (documents split at blank lines)
+
+Writes out_dir/ckpt.pt (model, optimiser, step, data position, RNG states, config),
+out_dir/metrics.jsonl and out_dir/loss.png. Resume with --resume=true.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from nanorlhf.checkpoint import (check_resume_config, file_sha256, load_checkpoint, save_checkpoint,
+                                 seed_everything, set_rng_state)
+from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, split_docs
+from nanorlhf.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
+from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
+from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.tokenizer import Tokenizer
+
+
+@dataclass
+class Config:
+    scale: str = "small"
+    """world scale whose corpus to train on (data/<scale>/corpus.jsonl, built if missing)"""
+    corpus: str = ""
+    """a corpus file (.jsonl with "text", or .txt) to use instead of the world's"""
+    tokenizer: str = ""
+    """tokenizer file; default: tokenizer.tiktoken beside the corpus, trained if missing"""
+    vocab_size: int = 2048
+    """BPE vocabulary size when a tokenizer has to be trained"""
+    out_dir: str = "out/small/base"
+    """where the checkpoint, metrics and plots go"""
+    n_layer: int = 4
+    """transformer blocks"""
+    n_head: int = 4
+    """attention heads"""
+    n_embd: int = 128
+    """residual stream width"""
+    block_size: int = 128
+    """context length in tokens"""
+    dropout: float = 0.0
+    """dropout during pretraining"""
+    attn: str = "manual"
+    """attention path: manual (readable) or sdpa (fused)"""
+    batch_size: int = 16
+    """sequences per step"""
+    max_steps: int = 3000
+    """optimisation steps"""
+    lr: float = 3e-3
+    """peak learning rate"""
+    min_lr: float = 3e-4
+    """learning rate at the end of the cosine decay"""
+    warmup: int = 100
+    """linear warmup steps"""
+    weight_decay: float = 0.1
+    """AdamW decoupled weight decay on matrices"""
+    grad_clip: float = 1.0
+    """global gradient-norm clip"""
+    eval_every: int = 250
+    """steps between validation-loss evaluations"""
+    eval_batches: int = 10
+    """batches per validation evaluation"""
+    ckpt_every: int = 1000
+    """steps between checkpoints (also written at the end)"""
+    log_every: int = 50
+    """steps between progress lines"""
+    seed: int = 0
+    """seed for init, data order and dropout"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+    resume: bool = False
+    """continue from out_dir/ckpt.pt (the config must match)"""
+    kill_at_step: int = 0
+    """for the resume test: SIGKILL this process right after step N's checkpoint (0 = never)"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(scale="tiny", out_dir="out/tiny/base", vocab_size=512, n_layer=2, n_head=2,
+                     n_embd=64, block_size=64, batch_size=8, max_steps=150, warmup=10,
+                     eval_every=50, eval_batches=2, ckpt_every=150, log_every=25),
+        "small": dict(),
+        "large": dict(out_dir="out/small/base_large", n_layer=8, n_head=8, n_embd=384,
+                      block_size=128, lr=1e-3, min_lr=1e-4),
+    }
+
+
+# ignored when comparing a resumed run's config with its checkpoint's
+RESUME_IGNORE = ("resume", "kill_at_step", "log_every", "device")
+
+
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("--device=cuda asked for, but torch sees no GPU")
+    return name
+
+
+def corpus_path(cfg: Config) -> str:
+    if cfg.corpus:
+        return cfg.corpus
+    path = os.path.join("data", cfg.scale, "corpus.jsonl")
+    if not os.path.exists(path):
+        from nanorlhf.world import write_world
+        print(f"no corpus at {path}: building the {cfg.scale} world")
+        write_world(cfg.scale, seed=0, out_dir=os.path.dirname(path))
+    return path
+
+
+def load_or_train_tokenizer(cfg: Config, docs: list[str], corpus: str) -> tuple[Tokenizer, str]:
+    path = cfg.tokenizer or os.path.join(os.path.dirname(os.path.abspath(corpus)), "tokenizer.tiktoken")
+    if os.path.exists(path):
+        return Tokenizer.load(path), path
+    t = time.time()
+    tok = Tokenizer.train("\n\n".join(docs), vocab_size=cfg.vocab_size, verbose=True)
+    tok.save(path)
+    print(f"trained a {tok.vocab_size}-token BPE in {time.time() - t:.1f}s -> {path}")
+    return tok, path
+
+
+@torch.no_grad()
+def val_loss(model, stream, cfg: Config, device: str) -> float:
+    model.eval()
+    losses = [F.cross_entropy(model(x.to(device)).flatten(0, 1), y.to(device).flatten()).item()
+              for x, y in eval_batches(stream, cfg.block_size, cfg.batch_size, cfg.eval_batches)]
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+
+    # 1. data: the corpus, its tokenizer, a token stream split by document
+    corpus = corpus_path(cfg)
+    docs = read_corpus(corpus)
+    tok, tok_path = load_or_train_tokenizer(cfg, docs, corpus)
+    train_docs, val_docs = split_docs(docs)
+    train_stream, val_stream = encode_docs(tok, train_docs), encode_docs(tok, val_docs)
+    batches = LMBatches(train_stream, cfg.block_size, cfg.batch_size, seed=cfg.seed)
+    print(f"corpus {corpus}: {len(docs)} docs, {len(train_stream):,} train / {len(val_stream):,} val tokens")
+
+    # 2. model and optimiser
+    mcfg = GPTConfig(vocab_size=tok.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                     n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, attn=cfg.attn)
+    model = GPT(mcfg).to(device)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    n = count_params(model)
+    print(f"model: {n['total']:,} parameters ({n['non_embedding']:,} non-embedding)")
+    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume)
+    step = 0
+    if cfg.resume:
+        ck = load_checkpoint(ckpt_path, map_location=device)
+        check_resume_config(ck, config_dict(cfg), ignore=RESUME_IGNORE)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optim"])
+        batches.load_state_dict(ck["data_pos"])
+        set_rng_state(ck["rng"])
+        step = ck["step"]
+        print(f"resumed from {ckpt_path} at step {step}")
+
+    def save():
+        save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
+                        optim=opt.state_dict(), data_pos=batches.state_dict(),
+                        extra={"model_config": dataclasses.asdict(mcfg), "tokenizer": tok_path,
+                               "inputs": {corpus: file_sha256(corpus), tok_path: file_sha256(tok_path)}})
+
+    # 3. train: AdamW, warmup + cosine, clipping, periodic validation
+    peak = measure_matmul_peak(device)
+    flops_tok = flops_per_token(mcfg, cfg.block_size)
+    bar = Progress(cfg.max_steps, "pretrain", start_step=step)
+    losses, skipped, busy, tokens_since = [], 0, 0.0, 0
+    while step < cfg.max_steps:
+        t0 = time.time()
+        lr = cosine_lr(step, cfg.max_steps, cfg.lr, cfg.warmup, cfg.min_lr)
+        set_lr(opt, lr)
+        x, y = batches.next()
+        x, y = x.to(device), y.to(device)
+        logits = model(x)                                           # (B, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = clip_grad(model, cfg.grad_clip)
+        if not (math.isfinite(loss.item()) and math.isfinite(gnorm)):
+            skipped += 1  # reliability check 6: skip a non-finite step, stop after several
+            if skipped >= 3:
+                raise RuntimeError(f"non-finite loss/grad norm 3 steps running at step {step}")
+            continue
+        skipped = 0
+        opt.step()
+        step += 1
+        losses.append(loss.item())
+        tokens_since, busy = tokens_since + x.numel(), busy + time.time() - t0
+        if step % cfg.log_every == 0 or step == cfg.max_steps:
+            tps = tokens_since / busy  # training time only: evaluation and saving excluded
+            mfu = tps * flops_tok / peak
+            log.write(step, **{"train/loss": loss.item(), "train/lr": lr, "train/grad_norm": gnorm,
+                               "time/tokens_per_s": tps, "time/mfu": mfu})
+            print(bar.line(step, loss=loss.item(), lr=lr, tok_s=round(tps), mfu=f"{100 * mfu:.0f}%"))
+            busy, tokens_since = 0.0, 0
+        if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            vl = val_loss(model, val_stream, cfg, device)
+            log.write(step, **{"val/loss": vl})
+            print(f"step {step}: val loss {vl:.4f}")
+        if step % cfg.ckpt_every == 0 or step == cfg.max_steps:
+            save()
+            if cfg.kill_at_step and step == cfg.kill_at_step:
+                os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
+
+    plot_curves(log.read(), ["train/loss", "val/loss", "time/mfu"], os.path.join(cfg.out_dir, "loss.png"),
+                title="pretraining")
+    final_val = val_loss(model, val_stream, cfg, device)
+    print(f"done: {step} steps, final train loss {losses[-1] if losses else float('nan'):.4f}, "
+          f"val loss {final_val:.4f} -> {ckpt_path}")
+    return {"losses": losses, "val_loss": final_val, "ckpt": ckpt_path, "model": model}
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))

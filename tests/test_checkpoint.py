@@ -1,0 +1,116 @@
+"""Checkpoints: safe loading, atomic writes, exact resume, same seed same run (reliability checks 1-4)."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import pretrain
+from nanorlhf import checkpoint
+from nanorlhf.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nanorlhf.tokenizer import Tokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Evil:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))  # unpickling this would create the file
+
+
+def test_code_running_pickle_is_refused(tmp_path):
+    """A .pt whose pickle would create a sentinel file is refused, and the sentinel never appears."""
+    sentinel, bad = tmp_path / "pwned", tmp_path / "bad.pt"
+    torch.save({"model": Evil(str(sentinel))}, bad)
+    assert not sentinel.exists()
+    with pytest.raises(CheckpointError, match="refused"):
+        load_checkpoint(bad)
+    assert not sentinel.exists()
+
+
+def test_round_trip_keeps_everything(tmp_path):
+    """Model, config, step, data position and RNG states come back as saved."""
+    m = torch.nn.Linear(3, 2)
+    save_checkpoint(tmp_path / "c.pt", model=m.state_dict(), config={"a": 1}, step=7, data_pos={"epoch": 1})
+    ck = load_checkpoint(tmp_path / "c.pt")
+    assert ck["step"] == 7 and ck["config"] == {"a": 1} and ck["data_pos"] == {"epoch": 1}
+    assert torch.equal(ck["model"]["weight"], m.weight)
+    assert set(ck["rng"]) >= {"python", "numpy", "torch"}
+
+
+def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    """A writer failing half way leaves the previous checkpoint loadable and no temp file behind."""
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, model={"w": torch.ones(3)}, config={}, step=1)
+
+    def half_write(obj, f):
+        f.write(b"PK\x03\x04 half a file")
+        raise OSError("disk full")
+    monkeypatch.setattr(checkpoint.torch, "save", half_write)
+    with pytest.raises(OSError):
+        save_checkpoint(path, model={"w": torch.zeros(3)}, config={}, step=2)
+    monkeypatch.undo()
+    assert load_checkpoint(path)["step"] == 1
+    assert os.listdir(tmp_path) == ["c.pt"]
+
+
+# -----------------------------------------------------------------------------
+# exact resume through pretrain.py on a tiny hermetic corpus
+
+def tiny_corpus(tmp_path):
+    text = "\n\n".join(f"Encyclopedia: fox {i % 7} lives in the {['mill', 'pond', 'hill'][i % 3]}. "
+                       f"It likes {['plums', 'fish', 'bread'][i % 3]} and {i % 5} red hats."
+                       for i in range(300))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text)
+    Tokenizer.train(text, vocab_size=300).save(tmp_path / "tokenizer.tiktoken")
+    return corpus
+
+
+def flags(corpus, out_dir, **kw):
+    base = dict(corpus=str(corpus), out_dir=str(out_dir), n_layer=1, n_head=2, n_embd=32, block_size=32,
+                batch_size=4, max_steps=12, warmup=2, eval_every=6, eval_batches=1, ckpt_every=6,
+                log_every=6, dropout=0.1)
+    base.update(kw)
+    return [f"--{k}={v}" for k, v in base.items()]
+
+
+def params(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_resume_after_sigkill_is_exact(tmp_path):
+    """N steps straight equal k steps, SIGKILL, resume, N-k steps: same losses and parameters."""
+    corpus = tiny_corpus(tmp_path)
+    straight = pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "a")))
+    cmd = [sys.executable, "pretrain.py", *flags(corpus, tmp_path / "b", kill_at_step=6)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr[-2000:]  # killed by SIGKILL right after step 6's checkpoint
+    resumed = pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "b", resume=True)))
+    assert resumed["losses"] == straight["losses"][6:]
+    a, b = params(straight["model"]), params(resumed["model"])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_with_changed_config_fails_loudly(tmp_path):
+    """Resuming with a different config names the differing field."""
+    corpus = tiny_corpus(tmp_path)
+    pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "a", max_steps=6)))
+    with pytest.raises(CheckpointError, match="lr"):
+        pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "a", max_steps=6,
+                                                                   resume=True, lr=0.5)))
+
+
+def test_same_seed_same_run(tmp_path):
+    """Two runs with one seed give identical losses and weights; another seed differs."""
+    corpus = tiny_corpus(tmp_path)
+    runs = [pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / n, max_steps=6, seed=s)))
+            for n, s in (("a", 0), ("b", 0), ("c", 1))]
+    assert runs[0]["losses"] == runs[1]["losses"]
+    assert runs[0]["losses"] != runs[2]["losses"]
+    a, b = params(runs[0]["model"]), params(runs[1]["model"])
+    assert all(torch.equal(a[k], b[k]) for k in a)

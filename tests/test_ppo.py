@@ -1,0 +1,307 @@
+"""PPO pure functions: masks, alignment, KL-shaped reward, GAE, losses, controllers, NaN guard."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nanorlhf import ppo
+
+
+def make_mask(prompt_lens, resp_lens, T, left_pad_to=None):
+    """response_mask (B, T). left_pad_to=P: prompts left-padded so every response starts at column P;
+    otherwise each prompt starts at column 0 and the response follows it directly."""
+    mask = torch.zeros(len(resp_lens), T, dtype=torch.bool)
+    for b, (p, n) in enumerate(zip(prompt_lens, resp_lens)):
+        start = left_pad_to if left_pad_to is not None else p
+        mask[b, start : start + n] = True
+    return mask
+
+
+# -----------------------------------------------------------------------------
+# masked statistics
+
+
+def test_masked_stats_equal_torch_on_valid_subset():
+    """Reliability check 7: masked sum/mean/var/whiten equal torch's result on x[mask], random masks."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        x = torch.randn(4, 7, generator=g, dtype=torch.float64)
+        mask = torch.rand(4, 7, generator=g) < 0.6
+        mask[0, 0] = mask[1, 1] = True  # at least 2 valid entries
+        v = x[mask]
+        assert ppo.masked_sum(x, mask).item() == pytest.approx(v.sum().item(), rel=1e-12)
+        assert ppo.masked_mean(x, mask).item() == pytest.approx(v.mean().item(), rel=1e-12)
+        assert ppo.masked_var(x, mask).item() == pytest.approx(v.var().item(), rel=1e-12)
+        assert ppo.masked_var(x, mask, unbiased=False).item() == pytest.approx(v.var(unbiased=False).item(), rel=1e-12)
+        w = ppo.masked_whiten(x, mask)
+        torch.testing.assert_close(w[mask], (v - v.mean()) / torch.sqrt(v.var() + 1e-8))
+        assert (w[~mask] == 0).all()
+        w_keep = ppo.masked_whiten(x, mask, shift_mean=False)
+        torch.testing.assert_close(w_keep[mask], (v - v.mean()) / torch.sqrt(v.var() + 1e-8) + v.mean())
+        # per-row along dim=1
+        rows = mask.any(dim=1)
+        per_row = ppo.masked_mean(x, mask, dim=1)
+        for b in range(4):
+            if rows[b]:
+                assert per_row[b].item() == pytest.approx(x[b][mask[b]].mean().item(), rel=1e-12)
+                assert ppo.masked_sum(x, mask, dim=1)[b].item() == pytest.approx(x[b][mask[b]].sum().item(), rel=1e-12)
+
+
+def test_masked_stats_ignore_nan_off_mask():
+    """Garbage (NaN, inf) on masked-out positions never leaks into masked statistics."""
+    x = torch.tensor([[1.0, float("nan"), 3.0], [float("inf"), 5.0, 6.0]])
+    mask = torch.tensor([[1, 0, 1], [0, 1, 1]])
+    assert ppo.masked_mean(x, mask).item() == pytest.approx(15 / 4)
+    assert torch.isfinite(ppo.masked_whiten(x, mask)).all()
+
+
+# -----------------------------------------------------------------------------
+# alignment: position t holds the quantity for the token at position t
+
+
+def test_token_logprobs_alignment_token_by_token():
+    """logprobs[:, t] is log p(tokens[:, t]) read from logits[:, t-1]; column 0 is 0."""
+    g = torch.Generator().manual_seed(1)
+    B, T, V = 2, 5, 11
+    logits = torch.randn(B, T, V, generator=g)
+    tokens = torch.randint(V, (B, T), generator=g)
+    for temp in (1.0, 0.7):
+        lp = ppo.token_logprobs(logits, tokens, temperature=temp)
+        assert lp.shape == (B, T)
+        for b in range(B):
+            assert lp[b, 0] == 0
+            for t in range(1, T):
+                expected = torch.log_softmax(logits[b, t - 1] / temp, dim=-1)[tokens[b, t]]
+                assert lp[b, t].item() == pytest.approx(expected.item(), abs=1e-6)
+
+
+def test_align_values_token_by_token():
+    """values[:, t] = V(s_t) is the head output at hidden position t-1 (before token t is emitted)."""
+    head = torch.arange(10.0).view(2, 5) + 1
+    v = ppo.align_values(head)
+    assert v[:, 0].tolist() == [0, 0]
+    for t in range(1, 5):
+        assert torch.equal(v[:, t], head[:, t - 1])
+
+
+def test_last_token_index_any_padding_side():
+    """The last response token is found from the mask, for left-padded prompts and right-padded responses."""
+    mask = torch.tensor([
+        [0, 0, 1, 1, 1, 0],  # left-padded prompt, response of 3, then right padding
+        [0, 0, 1, 1, 1, 1],  # response runs to the end
+        [0, 1, 0, 0, 0, 0],  # one-token response
+    ])
+    assert ppo.last_token_index(mask).tolist() == [4, 5, 1]
+    with pytest.raises(ValueError):
+        ppo.last_token_index(torch.zeros(1, 3))
+
+
+# -----------------------------------------------------------------------------
+# KL-shaped reward
+
+
+def test_kl_penalized_rewards_token_by_token():
+    """InstructGPT §3.5: -beta*kl on every response token, RM score added at the LAST response token only."""
+    mask = torch.tensor([[0, 0, 1, 1, 1, 0], [0, 1, 1, 0, 0, 0]])
+    logprobs = torch.tensor([[9.0, 9, -1.0, -2.0, -0.5, 9], [9, -1.0, -3.0, 9, 9, 9]])
+    ref = torch.tensor([[7.0, 7, -1.5, -1.0, -0.5, 7], [7, -2.0, -1.0, 7, 7, 7]])
+    score = torch.tensor([3.0, -1.0])
+    rewards, kl = ppo.kl_penalized_rewards(score, logprobs, ref, mask, beta=0.1)
+    assert kl.tolist() == [[0, 0, 0.5, -1.0, 0, 0], [0, 1.0, -2.0, 0, 0, 0]]
+    expected = [[0, 0, -0.05, 0.1, 3.0, 0], [0, -0.1, 0.2 - 1.0, 0, 0, 0]]
+    torch.testing.assert_close(rewards, torch.tensor(expected))
+
+
+def test_logged_kl_equals_kl_in_reward():
+    """Reliability check 7: kl_estimate is exactly the KL that went into the reward, and 0 when pi_RL = pi_SFT."""
+    g = torch.Generator().manual_seed(2)
+    mask = make_mask([3, 2, 4], [4, 1, 3], T=9)
+    logprobs, ref = -torch.rand(3, 9, generator=g), -torch.rand(3, 9, generator=g)
+    score = torch.randn(3, generator=g)
+    beta = 0.02
+    rewards, kl = ppo.kl_penalized_rewards(score, logprobs, ref, mask, beta)
+    logged = ppo.kl_estimate(logprobs, ref, mask)
+    assert torch.equal(logged, kl.sum(dim=-1))
+    torch.testing.assert_close(rewards.sum(dim=-1) - score, -beta * logged)
+    assert (ppo.kl_estimate(logprobs, logprobs, mask) == 0).all()
+
+
+# -----------------------------------------------------------------------------
+# GAE
+
+
+def brute_force_gae(rewards, values, mask, gamma, lam):
+    """One sequence at a time, over its response columns only, straight from the GAE definition."""
+    adv, ret = torch.zeros_like(values), torch.zeros_like(values)
+    for b in range(rewards.shape[0]):
+        cols = [t for t in range(rewards.shape[1]) if mask[b, t]]
+        for i, t in enumerate(cols):
+            total = 0.0
+            for k, s in enumerate(cols[i:]):  # A_t = sum_k (gamma*lam)^k delta_{t+k}
+                v_next = values[b, cols[i + k + 1]] if i + k + 1 < len(cols) else 0.0
+                total += (gamma * lam) ** k * (rewards[b, s] + gamma * v_next - values[b, s])
+            adv[b, t] = total
+            ret[b, t] = total + values[b, t]
+    return adv, ret
+
+
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_gae_equals_brute_force_mixed_lengths(left_pad):
+    """Reliability check 7: vectorised GAE equals a per-sequence loop, responses of mixed lengths, either padding."""
+    g = torch.Generator().manual_seed(3)
+    T = 10
+    mask = make_mask([2, 4, 3, 1], [5, 1, 6, 3], T, left_pad_to=4 if left_pad else None)
+    for gamma, lam in ((1.0, 0.95), (0.9, 0.8), (1.0, 1.0)):
+        rewards = torch.randn(4, T, generator=g, dtype=torch.float64)
+        values = torch.randn(4, T, generator=g, dtype=torch.float64)
+        adv, ret = ppo.gae(rewards, values, mask, gamma, lam)
+        adv_bf, ret_bf = brute_force_gae(rewards, values, mask, gamma, lam)
+        torch.testing.assert_close(adv, adv_bf)
+        torch.testing.assert_close(ret, ret_bf)
+        assert (adv[~mask] == 0).all() and (ret[~mask] == 0).all()
+
+
+def test_gae_hand_computed():
+    """With gamma = lam = 1, A_t = (sum of rewards from t on) - V_t and the return is the Monte-Carlo return."""
+    mask = torch.tensor([[0, 1, 1, 1, 0]])
+    rewards = torch.tensor([[0.0, -0.1, -0.2, 2.0, 0.0]])
+    values = torch.tensor([[0.0, 1.0, 1.5, 0.5, 0.0]])
+    adv, ret = ppo.gae(rewards, values, mask, gamma=1.0, lam=1.0)
+    torch.testing.assert_close(ret, torch.tensor([[0.0, 1.7, 1.8, 2.0, 0.0]]))
+    torch.testing.assert_close(adv, torch.tensor([[0.0, 0.7, 0.3, 1.5, 0.0]]))
+
+
+def test_gae_ignores_values_and_rewards_off_mask():
+    """Whatever sits on prompt and padding positions (here 1e6) does not change the advantages."""
+    mask = make_mask([2, 3], [3, 2], T=7)
+    g = torch.Generator().manual_seed(4)
+    rewards, values = torch.randn(2, 7, generator=g), torch.randn(2, 7, generator=g)
+    junk_r, junk_v = rewards.masked_fill(~mask, 1e6), values.masked_fill(~mask, 1e6)
+    a1, r1 = ppo.gae(rewards, values, mask)
+    a2, r2 = ppo.gae(junk_r, junk_v, mask)
+    torch.testing.assert_close(a1, a2)
+    torch.testing.assert_close(r1, r2)
+
+
+# -----------------------------------------------------------------------------
+# losses
+
+
+def test_policy_loss_identity_at_start():
+    """Reliability check 7: with unchanged logprobs (lr = 0), ratio = 1, approx_kl = 0, clipfrac = 0."""
+    g = torch.Generator().manual_seed(5)
+    mask = make_mask([2, 3], [4, 2], T=8)
+    logprobs, adv = -torch.rand(2, 8, generator=g), torch.randn(2, 8, generator=g)
+    loss, stats = ppo.policy_loss(logprobs, logprobs.clone(), adv, mask)
+    assert stats == {"ratio_mean": 1.0, "clipfrac": 0.0, "approx_kl": 0.0}
+    assert loss.item() == pytest.approx(-ppo.masked_mean(adv, mask).item())
+
+
+def test_policy_loss_clips():
+    """PPO eq. 7: a ratio beyond 1 + clip with positive advantage is clipped (counted, no gradient)."""
+    mask = torch.tensor([[0, 1, 1]])
+    old = torch.zeros(1, 3)
+    new = torch.tensor([[0.0, math.log(1.5), math.log(1.1)]], requires_grad=True)
+    adv = torch.tensor([[0.0, 1.0, 1.0]])
+    loss, stats = ppo.policy_loss(new, old, adv, mask, clip=0.2)
+    assert stats["clipfrac"] == pytest.approx(0.5)
+    assert stats["ratio_mean"] == pytest.approx(1.3)
+    # k3 estimator: mean of (r - 1) - log r over response tokens
+    assert stats["approx_kl"] == pytest.approx(((0.5 - math.log(1.5)) + (0.1 - math.log(1.1))) / 2)
+    assert loss.item() == pytest.approx(-(1.2 + 1.1) / 2)
+    loss.backward()
+    assert new.grad[0, 1] == 0 and new.grad[0, 2] < 0
+
+
+def test_value_loss_clipped_and_unclipped():
+    """value_loss is 0.5 * max(unclipped, clipped) squared error; equal to 0.5 * MSE when V = V_old."""
+    mask = torch.tensor([[0, 1, 1]])
+    returns = torch.tensor([[0.0, 1.0, 2.0]])
+    v = torch.tensor([[9.0, 0.5, 2.5]])
+    loss, stats = ppo.value_loss(v, v.clone(), returns, mask)
+    assert loss.item() == pytest.approx(0.5 * 0.25) and stats["value_clipfrac"] == 0.0
+    # V moved 1.0 away from V_old toward nothing useful: clipped error is bigger and is taken
+    old = torch.tensor([[0.0, 1.0, 2.0]])
+    new = torch.tensor([[0.0, 2.0, 2.1]])
+    loss, stats = ppo.value_loss(new, old, returns, mask, clip=0.2)
+    # token 1: unclipped (2-1)^2 = 1, clipped (1.2-1)^2 = 0.04 -> 1; token 2: both 0.01
+    assert loss.item() == pytest.approx(0.5 * (1.0 + 0.01) / 2)
+    old2 = torch.tensor([[0.0, 3.0, 2.0]])  # V moved from 3 to 2: clipped V = 2.8, error 1.8^2 > 1
+    loss, stats = ppo.value_loss(new, old2, returns, mask, clip=0.2)
+    assert stats["value_clipfrac"] == pytest.approx(0.5)
+    assert loss.item() == pytest.approx(0.5 * (1.8**2 + 0.01) / 2)
+
+
+def test_explained_variance():
+    """Explained variance is 1 for a perfect value function and 0 for the constant mean."""
+    mask = torch.tensor([[0, 1, 1, 1]])
+    returns = torch.tensor([[5.0, 1.0, 2.0, 3.0]])
+    assert ppo.explained_variance(returns.clone(), returns, mask) == pytest.approx(1.0)
+    assert ppo.explained_variance(torch.full_like(returns, 2.0), returns, mask) == pytest.approx(0.0)
+
+
+def test_entropy_from_logits():
+    """Uniform logits give entropy log V; masked positions (here peaked) do not count."""
+    logits = torch.zeros(1, 3, 8)
+    logits[0, 0, 0] = 100.0  # near-zero entropy, masked out
+    assert ppo.entropy_from_logits(logits, torch.tensor([[0, 1, 1]])).item() == pytest.approx(math.log(8))
+
+
+def test_ptx_loss_is_masked_cross_entropy():
+    """PPO-ptx term: mean next-token cross-entropy over the masked targets only."""
+    g = torch.Generator().manual_seed(6)
+    logits, targets = torch.randn(2, 4, 5, generator=g), torch.randint(5, (2, 4), generator=g)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    expected = F.cross_entropy(logits[mask], targets[mask])
+    assert ppo.ptx_loss(logits, targets, mask).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+# -----------------------------------------------------------------------------
+# KL controllers and the non-finite guard
+
+
+def test_kl_controllers():
+    """Adaptive beta rises when KL > target and falls when below (error clipped to 0.2); fixed beta stays."""
+    fixed = ppo.FixedKLController(0.02)
+    fixed.update(100.0, 64)
+    assert fixed.value == 0.02
+    up = ppo.AdaptiveKLController(0.1, target=6.0, horizon=10000)
+    up.update(current_kl=12.0, n_steps=100)  # error clipped from 1.0 to 0.2
+    assert up.value == pytest.approx(0.1 * (1 + 0.2 * 100 / 10000))
+    down = ppo.AdaptiveKLController(0.1, target=6.0, horizon=10000)
+    down.update(current_kl=5.4, n_steps=100)  # error -0.1
+    assert down.value == pytest.approx(0.1 * (1 - 0.1 * 100 / 10000))
+    assert down.value < 0.1 < up.value
+
+
+def test_non_finite_guard():
+    """Reliability check 6: a NaN step is skipped and counted; max_consecutive in a row raise, naming what and when."""
+    guard = ppo.NonFiniteGuard(max_consecutive=3)
+    assert guard.check(loss=1.0, reward=torch.tensor(0.5))  # step 0
+    assert not guard.check(loss=float("nan"), reward=0.1)  # step 1
+    assert guard.check(loss=1.0)  # step 2 resets the run
+    assert not guard.check(loss=1.0, grad_norm=float("inf"))  # step 3
+    assert not guard.check(reward=torch.tensor([1.0, float("nan")]))  # step 4
+    assert guard.skipped == 3
+    with pytest.raises(RuntimeError, match=r"step 3: grad_norm=inf.*step 4: reward.*step 5: loss=nan"):
+        guard.check(loss=torch.tensor(float("nan")))  # step 5: third bad in a row
+
+
+def test_tiny_policy_identities():
+    """At the start, with a reference copy of the policy: KL(policy || ref) = 0 and PPO stats are identities."""
+    torch.manual_seed(7)
+    V, B, T = 13, 3, 8
+    policy = torch.nn.Sequential(torch.nn.Embedding(V, 16), torch.nn.Linear(16, V))
+    ref = torch.nn.Sequential(torch.nn.Embedding(V, 16), torch.nn.Linear(16, V))
+    ref.load_state_dict(policy.state_dict())
+    tokens = torch.randint(V, (B, T))
+    mask = make_mask([3, 3, 3], [5, 2, 4], T)
+    with torch.no_grad():
+        old_lp = ppo.token_logprobs(policy(tokens), tokens)
+        ref_lp = ppo.token_logprobs(ref(tokens), tokens)
+    assert (ppo.kl_estimate(old_lp, ref_lp, mask) == 0).all()
+    new_lp = ppo.token_logprobs(policy(tokens), tokens)
+    _, stats = ppo.policy_loss(new_lp, old_lp, torch.randn(B, T), mask)
+    assert stats == {"ratio_mean": 1.0, "clipfrac": 0.0, "approx_kl": 0.0}

@@ -1,0 +1,113 @@
+"""Reward-model loss (InstructGPT eq. 1) on plain tensors: no model needed."""
+
+import math
+from itertools import combinations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nanorlhf.reward import (
+    normalize_bias,
+    pairwise_accuracy,
+    ranking_to_pairs,
+    rm_batch_loss,
+    rm_ranking_loss,
+)
+
+
+def test_equal_rewards_give_log2():
+    """Reliability check 9: with equal rewards the pairwise loss is log 2, for any K and ranking."""
+    for k in (2, 4, 9):
+        rewards = torch.full((k,), 0.7, dtype=torch.float64)
+        ranks = torch.randperm(k, generator=torch.Generator().manual_seed(k))
+        assert rm_ranking_loss(rewards, ranks).item() == pytest.approx(math.log(2), abs=1e-15)
+    assert rm_ranking_loss(torch.zeros(5), torch.arange(5)).item() == pytest.approx(math.log(2), abs=1e-7)
+
+
+def test_ranking_to_pairs_hand_made_with_ties():
+    """ranking_to_pairs lists every untied pair once as (winner, loser) and drops tied pairs."""
+    # completion 0 best, 1 worst, 2 and 3 tied in the middle
+    assert ranking_to_pairs([0, 2, 1, 1]) == [(0, 1), (0, 2), (0, 3), (2, 1), (3, 1)]
+    assert ranking_to_pairs(torch.tensor([1, 0])) == [(1, 0)]
+    assert ranking_to_pairs([3, 3, 3]) == []
+
+
+def test_no_ties_gives_all_C_K_2_pairs():
+    """Without ties the normaliser is the paper's C(K, 2): every pair appears exactly once."""
+    for k in range(2, 10):
+        pairs = ranking_to_pairs(torch.randperm(k))
+        assert len(pairs) == math.comb(k, 2)
+        assert {frozenset(p) for p in pairs} == {frozenset(p) for p in combinations(range(k), 2)}
+
+
+def test_k_way_loss_is_mean_of_pairwise_losses():
+    """The K-way loss equals the mean over untied pairs of the 2-completion loss -log sigma(r_w - r_l)."""
+    g = torch.Generator().manual_seed(0)
+    for ranks in ([0, 1, 2, 3], [3, 0, 2, 1, 4, 5], [0, 2, 1, 1, 0]):
+        rewards = torch.randn(len(ranks), generator=g, dtype=torch.float64)
+        pairs = ranking_to_pairs(ranks)
+        two_way = [rm_ranking_loss(rewards[[w, l]], torch.tensor([0, 1])) for w, l in pairs]
+        by_hand = [-math.log(1 / (1 + math.exp(-(rewards[w] - rewards[l]).item()))) for w, l in pairs]
+        loss = rm_ranking_loss(rewards, torch.tensor(ranks))
+        assert loss.item() == pytest.approx(torch.stack(two_way).mean().item(), rel=1e-12)
+        assert loss.item() == pytest.approx(sum(by_hand) / len(by_hand), rel=1e-12)
+
+
+def test_tied_pairs_are_dropped():
+    """A tied pair adds no term, and the normaliser counts untied pairs only (2 here, not C(3, 2) = 3)."""
+    r = torch.tensor([1.0, 0.5, -0.5], dtype=torch.float64)
+    tied = rm_ranking_loss(r, torch.tensor([0, 1, 1]))  # (1, 2) tied
+    expected = -(F.logsigmoid(r[0] - r[1]) + F.logsigmoid(r[0] - r[2])) / 2
+    assert tied.item() == pytest.approx(expected.item(), rel=1e-12)
+    # breaking the tie adds the third term and the third count
+    untied = rm_ranking_loss(r, torch.tensor([0, 1, 2]))
+    assert untied.item() == pytest.approx((2 * expected - F.logsigmoid(r[1] - r[2])).item() / 3, rel=1e-12)
+
+
+def test_all_tied_raises():
+    """A ranking with no untied pair has nothing to learn from and is refused loudly."""
+    with pytest.raises(ValueError, match="no untied pair"):
+        rm_ranking_loss(torch.randn(3), torch.tensor([1, 1, 1]))
+
+
+def test_gradient_sign():
+    """Raising the winner's reward lowers the loss; raising the loser's raises it."""
+    rewards = torch.tensor([0.3, -0.2, 0.9], requires_grad=True)
+    ranks = torch.tensor([0, 1, 2])  # 0 beats 1 beats 2
+    rm_ranking_loss(rewards, ranks).backward()
+    assert rewards.grad[0] < 0  # best: only ever a winner
+    assert rewards.grad[2] > 0  # worst: only ever a loser
+    # and a finite step along -grad lowers it
+    with torch.no_grad():
+        before = rm_ranking_loss(rewards, ranks)
+        after = rm_ranking_loss(rewards - 0.1 * rewards.grad, ranks)
+    assert after < before
+
+
+def test_batch_loss_averages_over_prompts_not_pairs():
+    """rm_batch_loss weighs each prompt equally (one batch element per prompt), whatever its K."""
+    r1, k1 = torch.tensor([2.0, 0.0]), torch.tensor([0, 1])  # 1 pair
+    r2, k2 = torch.tensor([0.0, 1.0, 2.0, 3.0]), torch.tensor([0, 1, 2, 3])  # 6 pairs
+    expected = (rm_ranking_loss(r1, k1) + rm_ranking_loss(r2, k2)) / 2
+    assert rm_batch_loss([r1, r2], [k1, k2]).item() == pytest.approx(expected.item())
+
+
+def test_pairwise_accuracy_hand_made():
+    """pairwise_accuracy is the fraction of untied pairs ordered right, ties in ranks skipped."""
+    ranks = [0, 2, 1, 1]  # pairs (0,1) (0,2) (0,3) (2,1) (3,1)
+    rewards = torch.tensor([1.0, 0.0, 2.0, -1.0])
+    # (0,1): 1>0 yes; (0,2): 1>2 no; (0,3): 1>-1 yes; (2,1): 2>0 yes; (3,1): -1>0 no
+    assert pairwise_accuracy(rewards, ranks) == pytest.approx(3 / 5)
+    assert pairwise_accuracy(torch.tensor([3.0, 2.0, 1.0]), [0, 1, 2]) == 1.0
+    assert pairwise_accuracy(torch.tensor([1.0, 1.0]), [0, 1]) == 0.0  # equal scores are not "right"
+
+
+def test_normalize_bias_centres_demonstrations():
+    """InstructGPT §3.5: after subtracting the bias, demonstrations score 0 on average; the RM loss is unchanged."""
+    demo_scores = torch.tensor([0.5, 2.0, -1.0, 3.5])
+    b = normalize_bias(demo_scores)
+    assert b == pytest.approx(1.25)
+    assert (demo_scores - b).mean().item() == pytest.approx(0.0, abs=1e-7)
+    rewards, ranks = torch.tensor([0.4, -0.3, 1.2]), torch.tensor([1, 2, 0])
+    assert rm_ranking_loss(rewards - b, ranks).item() == pytest.approx(rm_ranking_loss(rewards, ranks).item())
