@@ -116,9 +116,9 @@ def corpus_path(cfg: Config) -> str:
         return cfg.corpus
     path = os.path.join("data", cfg.scale, "corpus.jsonl")
     if not os.path.exists(path):
-        from nanorlhf.world import write_world
+        from nanorlhf.world import build_world, write_world
         print(f"no corpus at {path}: building the {cfg.scale} world")
-        write_world(cfg.scale, seed=0, out_dir=os.path.dirname(path))
+        write_world(build_world(cfg.scale, seed=0), os.path.dirname(path))
     return path
 
 

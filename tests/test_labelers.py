@@ -1,0 +1,66 @@
+"""Simulated labelers: Plackett-Luce rankings, ties, screening, agreement in the paper's band."""
+import math
+import random
+
+from nanorlhf.judge import labeler_report, realistic_items, screening_items
+from nanorlhf.labelers import (BASE_WEIGHTS, EVAL_INSTRUCTIONS, Labeler, LabelerPool, mean_pairwise_agreement,
+                               pair_agreement, ranks_from_scores)
+from nanorlhf.world import build_world
+
+
+def feats(u):
+    return {"attempted": u}
+
+
+def test_rankings_are_permutations_and_identical_texts_tie():
+    """A ranking's groups flatten to a permutation of range(K); identical completions share a group."""
+    lab = Labeler("x", dict(BASE_WEIGHTS), tau=1.0)
+    rng = random.Random(0)
+    for k in range(4, 10):
+        fs = [feats(rng.random()) for _ in range(k)]
+        texts = [f"t{i}" for i in range(k - 1)] + ["t0"]
+        r = lab.rank(fs, rng, texts)
+        assert sorted(i for g in r for i in g) == list(range(k))
+        assert any(set(g) == {0, k - 1} for g in r)
+
+
+def test_low_noise_labeler_follows_utility_and_noise_follows_bradley_terry():
+    """P(a ranked above b) matches the Bradley-Terry sigma((u_a - u_b) / tau) of the Gumbel model."""
+    lab = Labeler("x", {"attempted": 1.0}, tau=1.0)
+    rng = random.Random(1)
+    wins = sum(lab.rank([feats(1.0), feats(0.0)], rng)[0] == [0] for _ in range(4000)) / 4000
+    assert abs(wins - 1 / (1 + math.exp(-1.0))) < 0.03
+
+
+def test_pair_agreement_by_hand():
+    """Agreement counts pairs untied in both rankings that are ordered alike."""
+    assert pair_agreement([[0], [1], [2]], [[0], [1], [2]]) == 1.0
+    assert pair_agreement([[0], [1], [2]], [[2], [1], [0]]) == 0.0
+    assert pair_agreement([[0, 1], [2]], [[1], [0], [2]]) == 1.0   # the tied pair (0, 1) is skipped
+    assert ranks_from_scores([0.5, 2.0, 0.5]) == [[1], [0, 2]]
+
+
+def test_agreement_lands_in_the_papers_band_and_screening_removes_some():
+    """For seed 0 on the small world: training labelers agree ~72.6 +- 2%, held-out ~77%, and screening drops some."""
+    data = build_world("small", 0)
+    pool = LabelerPool.build(seed=0)
+    pool.screen(screening_items(data, seed=0))
+    assert 20 <= len(pool.train) < len(pool.candidates)
+    items, texts = realistic_items(data, n=300)
+    train = mean_pairwise_agreement(pool.train, items, texts=texts)
+    held = mean_pairwise_agreement(pool.heldout, items, texts=texts)
+    assert 0.706 <= train <= 0.746, train
+    assert 0.75 <= held <= 0.80, held
+    assert "screened out" in labeler_report(data, pool)
+
+
+def test_evaluation_instructions_put_truthfulness_and_harmlessness_first():
+    """Eval-time instructions weigh false facts, hallucination and toxicity more than training-time ones."""
+    for f in ("false_facts", "hallucination", "toxic"):
+        assert EVAL_INSTRUCTIONS[f] > 1.0
+    lab = Labeler("x", dict(BASE_WEIGHTS), 1.0)
+    toxic_helpful = {"attempted": 1.0, "toxic": 1.0}
+    polite_unhelpful = {"attempted": 0.0}
+    lab_eval = Labeler("x", dict(BASE_WEIGHTS), 1.0, instructions=dict(EVAL_INSTRUCTIONS))
+    assert lab.utility(toxic_helpful) - lab.utility(polite_unhelpful) > \
+        lab_eval.utility(toxic_helpful) - lab_eval.utility(polite_unhelpful)
