@@ -91,7 +91,7 @@ class Config:
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(scale="tiny", out_dir="out/tiny/base", vocab_size=512, n_layer=2, n_head=2,
-                     n_embd=64, block_size=64, batch_size=8, max_steps=150, warmup=10,
+                     n_embd=64, block_size=128, batch_size=8, max_steps=150, warmup=10,
                      eval_every=50, eval_batches=2, ckpt_every=150, log_every=25),
         "small": dict(),
         "large": dict(out_dir="out/small/base_large", n_layer=8, n_head=8, n_embd=384,

@@ -6,10 +6,9 @@ import os
 import pytest
 
 from nanorlhf import jsonl
-from nanorlhf.jsonl import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, DataError, Field,
-                            append_jsonl, comparisons_to_pairs, export_pairs, import_pairs,
-                            iter_jsonl, pairs_to_comparisons, read_jsonl, validate_row,
-                            write_jsonl)
+from nanorlhf.jsonl import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, DataError, Field, append_jsonl,
+                            iter_jsonl, read_jsonl, validate_row, write_jsonl)
+from nanorlhf.pairs import comparisons_to_pairs, export_pairs, import_pairs, pairs_to_comparisons
 
 
 def comparison(**over):
@@ -138,18 +137,20 @@ def test_float_field_accepts_ints_but_not_bools_or_nan():
             validate_row({"score": bad}, schema)
 
 
-@pytest.mark.parametrize("field,value", [("prompt", ""), ("labeler", "   "), ("completions", [])])
+@pytest.mark.parametrize("field,value", [("prompt", ""), ("labeler", "   ")])
 def test_empty_string(tmp_path, field, value):
     """Empty (or whitespace-only) strings and empty lists are refused in nonempty fields."""
     row = comparison(id="c2", **{field: value})
     expect_error(write_lines(tmp_path, GOOD, json.dumps(row)), COMPARISON, 2, field, "empty")
 
 
-def test_empty_completion_inside_list(tmp_path):
-    """Each completion must be nonempty; the message names its index."""
+def test_empty_completion_is_data_but_too_few_completions_are_not(tmp_path):
+    """A policy may answer with nothing, so an empty completion is kept; fewer than 2 completions is refused."""
     row = comparison(id="c2", completions=["apple", "", "pear", "banana"])
-    expect_error(write_lines(tmp_path, GOOD, json.dumps(row)), COMPARISON, 2, "completions[1]",
-                 "empty string")
+    assert len(read_jsonl(write_lines(tmp_path, GOOD, json.dumps(row)), COMPARISON)) == 2
+    row = comparison(id="c3", completions=[], ranking=[])
+    with pytest.raises(DataError, match="completions"):
+        read_jsonl(write_lines(tmp_path, GOOD, json.dumps(row)), COMPARISON)
 
 
 def test_ranking_not_a_permutation(tmp_path):

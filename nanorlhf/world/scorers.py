@@ -26,6 +26,7 @@ Example:
     (True, True)
 """
 import math
+import re
 from collections import Counter
 
 from . import parse
@@ -43,7 +44,9 @@ TARGET_WORDS = {"generation": 40, "open_qa": 10, "brainstorming": 12, "chat": 16
 TASK_VERBS = {"write", "list", "give", "tell", "summarize", "summarise", "rewrite", "translate",
               "classify", "extract", "name", "describe", "suggest", "make", "answer", "read",
               "compose", "draft", "question", "quiz"}
-TAGS = ("quiz", "story", "gossip", "forum", "encyclopedia", "jobs", "exam", "moon-speak", "q")
+TAGS = ("quiz", "story", "gossip", "forum", "encyclopedia", "jobs", "exam", "moon-speak", "moon", "english",
+        "q", "a", "question", "answer")
+SPEAKER = re.compile(r"^\s*[A-Z][a-z]+:\s")
 KINDS_PLURAL = {"cats", "foxes", "owls", "badgers", "hares", "moles", "otters", "crows",
                 "frogs", "mice", "hedgehogs", "deer"}
 
@@ -146,8 +149,10 @@ def _off_task(p, response):
     ss = sentences(response)
     if len(words(response)) < 1 or not ss:
         return True
-    first = [words(s)[:1] for s in response.splitlines() if words(s)]
-    if any(f and f[0] in TAGS and ":" in line[:14] for f, line in zip(first, response.splitlines())):
+    lines = [line for line in response.splitlines() if words(line)]
+    if any(words(line)[0] in TAGS and ":" in line[:14] for line in lines):
+        return True
+    if any(SPEAKER.match(line) for line in lines):  # "Bram: ..." a forum or gossip line, not a reply
         return True
     if p.category in ("rewrite", "brainstorming"):  # "Please, give me the bell?", "read and swim"
         asks = sum(_imperative(s) and len(words(s)) > 6 for s in ss)
@@ -215,16 +220,18 @@ def _task(world, p, response, cl, ws):
     if cat == "summarization":
         shorter = len(ws) < len(words(p.passage))
         return _has(ws, p.subject.lower()), float(_has(ws, p.subject.lower()) and shorter)
-    if cat == "chat":
+    if cat == "chat":  # a reply in kind counts as an attempt; any text at all does not
         if p.task == "lost":
-            return True, float(f" {p.answer.lower()} " in text)
-        if p.task == "recommend":
-            return True, float(any(f" {x.name.lower()} " in text for x in world.places))
-        if p.task == "cheer_up":
-            return True, float(mood_of(response)["happy"] >= 1)
-        if p.task == "thanks":
-            return True, float(any(k in text for k in (" welcome ", " glad ", " pleasure ")))
-        return True, float(any(f" {g} " in text for g in GREETINGS) or " you " in text)
+            ok = float(f" {p.answer.lower()} " in text)
+        elif p.task == "recommend":
+            ok = float(any(f" {x.name.lower()} " in text for x in world.places))
+        elif p.task == "cheer_up":
+            ok = float(mood_of(response)["happy"] >= 1)
+        elif p.task == "thanks":
+            ok = float(any(k in text for k in (" welcome ", " glad ", " pleasure ")))
+        else:
+            ok = float(any(f" {g} " in text for g in GREETINGS) or " you " in text)
+        return bool(ok) or " you " in text or " i " in text, ok
     # generation: about the subject, letters open with "Dear"
     about = _has(ws, p.subject.lower().split()[0]) or p.subject.lower() in text
     form = ("dear" in ws[:3]) if p.task == "letter" else True

@@ -1,0 +1,182 @@
+"""Label by hand: a local web page where a person ranks or compares completions (InstructGPT §3.4).
+
+  1. queue    K = 4..9 completions per prompt, sampled from a policy with the KV-cache
+              engine (or read pre-sampled from a file), with gold questions mixed in
+  2. serve    a page on 127.0.0.1: ranking mode (order, ties, 1-7 Likert, the paper's
+              metadata flags) or pairwise mode (Christiano et al. 2017: left/right/tie/can't tell)
+  3. log      every action is one fsynced JSONL event; undo appends a retract event;
+              a restart replays the log and carries on where it stopped
+  4. report   agreement with gold, between labelers (Cohen's kappa), with the simulated labelers
+  5. export   comparisons for train_rm.py, preference pairs, Anthropic HH; ties on their own
+
+    python label.py --policy=out/small/sft/ckpt.pt --prompts=data/small/val_prompts.jsonl --labeler=alice
+    python label.py --completions=samples.jsonl --labeler=bob --mode=pair --n=30
+    python label.py --report=labels/alice.jsonl labels/bob.jsonl --data_dir=data/small
+    python label.py --report=labels/alice.jsonl --export=out/human
+
+Sampling 50 prompts x K = 4..9 on 2 CPU cores takes a few seconds; a ranking of K = 6
+takes a person about a minute, most of it reading (docs/labeling.md).
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import sys
+from dataclasses import dataclass
+
+from nanorlhf.config import ConfigError, parse_config
+from nanorlhf.jsonl import DEMO, PROMPT, DataError, Field, read_jsonl
+from nanorlhf.labelapp.checks import MODES
+from nanorlhf.labelapp.events import LabelLog, LogError
+from nanorlhf.labelapp.items import build_queue, n_gold
+from nanorlhf.labelapp.report import export, report_text
+
+COMPLETIONS = (Field("id", str), Field("prompt", str), Field("completions", list[str], nonempty=False))
+
+
+@dataclass
+class Config:
+    labeler: str = ""
+    """your name as it appears in the log and the exports (letters, digits, . _ -)"""
+    policy: str = ""
+    """checkpoint to sample completions from (with --prompts)"""
+    prompts: str = ""
+    """prompt file (JSONL with id, prompt) to sample completions for"""
+    completions: str = ""
+    """pre-sampled completions instead: JSONL rows {id, prompt, completions: [...]} (+ optional response)"""
+    mode: str = "rank"
+    """rank (InstructGPT: order K completions) or pair (2017 protocol: two side by side)"""
+    log: str = ""
+    """the event log (default labels/LABELER.jsonl); restarting on it carries on"""
+    n: int = 50
+    """items in the queue, gold questions included"""
+    gold_rate: float = 0.1
+    """share of the queue that are gold questions with known answers"""
+    instructions: str = "train"
+    """guidelines shown: train (helpfulness first) or eval (truthfulness and harmlessness first)"""
+    k_min: int = 4
+    """fewest completions sampled per prompt in ranking mode (paper: 4)"""
+    k_max: int = 9
+    """most completions sampled per prompt in ranking mode (paper: 9)"""
+    host: str = "127.0.0.1"
+    """address to bind; anything but loopback exposes the page to the network"""
+    port: int = 0
+    """port to listen on (0 = a free one; the URL is printed)"""
+    data_dir: str = ""
+    """world data folder: demonstrations for gold questions, and the simulated labelers in the report"""
+    report: str = ""
+    """print agreement for these logs (comma-separated, or list more after it) instead of serving"""
+    export: str = ""
+    """write comparisons / pairs / HH / ties exports of the --report (or --log) logs to this folder"""
+    cutoff: float = 0.75
+    """gold agreement under which a labeler's labels are marked (paper: 75%)"""
+    max_body: int = 65536
+    """largest request body accepted, in bytes (larger gets 413)"""
+    max_new_tokens: int = 48
+    """longest sampled completion"""
+    temperature: float = 1.0
+    """sampling temperature"""
+    gen_batch: int = 64
+    """sequences generated at once"""
+    seed: int = 0
+    """seed for the queue and the sampling (labelers with one seed see the same prompts)"""
+    device: str = "cpu"
+    """cpu, cuda or auto, for sampling"""
+    verbose: bool = False
+    """log every HTTP request to stderr"""
+
+
+def _demos(path: str) -> list[dict]:
+    return read_jsonl(path, DEMO) if path and os.path.exists(path) else []
+
+
+def sample_rows(cfg: Config, count: int) -> list[dict]:
+    """Rows {id, prompt, completions, ...prompt fields} with K completions sampled from cfg.policy."""
+    import torch  # only this path needs a model
+    from types import SimpleNamespace
+
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.comparisons import fitting_prompts, sample_completions
+    from pretrain import resolve_device
+    device = resolve_device(cfg.device)
+    policy, tok, _ = load_model(cfg.policy, device)
+    rows = fitting_prompts(cfg.prompts, tok, policy.cfg.block_size, cfg.max_new_tokens, count)
+    rng = random.Random(f"label-k-{cfg.seed}")
+    ks = [2 if cfg.mode == "pair" else rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
+    print(f"sampling {sum(ks)} completions for {len(rows)} prompts from {cfg.policy} ...", flush=True)
+    gen = SimpleNamespace(gen_batch=cfg.gen_batch, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    with torch.no_grad():
+        comps = sample_completions(policy, tok, [r["prompt"] for r in rows], ks, gen, device, cfg.seed)
+    return [dict(r, completions=c) for r, c in zip(rows, comps)]
+
+
+def make_queue(cfg: Config) -> list[dict]:
+    """The items to label: real rows from --completions or the policy, plus gold questions."""
+    real = cfg.n - n_gold(cfg.n, cfg.gold_rate)
+    if cfg.completions:
+        rows = read_jsonl(cfg.completions, COMPLETIONS)
+        demos = [r for r in rows if isinstance(r.get("response"), str) and r["response"].strip()]
+    else:
+        _ = read_jsonl(cfg.prompts, PROMPT)  # a clear error for a bad prompt file before loading a model
+        rows = sample_rows(cfg, real)
+        demos = []
+    near = os.path.join(os.path.dirname(cfg.prompts), "sft.jsonl") if cfg.prompts else ""
+    demos = demos or _demos(os.path.join(cfg.data_dir, "sft.jsonl") if cfg.data_dir else "") or _demos(near)
+    return build_queue(rows, demos, n=cfg.n, mode=cfg.mode, gold_rate=cfg.gold_rate, seed=cfg.seed,
+                       labeler=cfg.labeler)
+
+
+def serve(cfg: Config) -> None:
+    from nanorlhf.labelapp.server import LabelServer
+    log = LabelLog(cfg.log or os.path.join("labels", f"{cfg.labeler}.jsonl"))
+    has_source = bool(cfg.completions or (cfg.policy and cfg.prompts))
+    if not (log.items or has_source):
+        raise ConfigError("give --completions=FILE, or --policy=CKPT with --prompts=FILE")
+    queue = make_queue(cfg) if has_source and len(log.items) < cfg.n else None  # top up; never resample
+    source = cfg.completions or f"{cfg.policy} on {cfg.prompts}"
+    log.start(cfg.labeler, cfg.mode, cfg.instructions, queue, source=source)
+    server = LabelServer(log, cfg.host, cfg.port, cfg.max_body, cfg.cutoff, cfg.verbose)
+    done, total = log.progress()
+    if cfg.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"WARNING: listening on {cfg.host}: anyone who can reach it and has the URL can label", flush=True)
+    print(f"{cfg.labeler}: {done}/{total} labeled in {log.path} ({cfg.mode} mode, {cfg.instructions} guidelines)")
+    print(f"open {server.url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print(f"\nstopped; {log.progress()[0]}/{total} labeled. Report: python label.py --report={log.path}")
+    finally:
+        server.server_close()
+        log.close()
+
+
+def main(cfg: Config, more_logs: list[str] | tuple = ()) -> None:
+    logs = [p for p in cfg.report.split(",") if p] + list(more_logs)
+    if cfg.report or cfg.export:
+        logs = logs or ([cfg.log] if cfg.log else [])
+        if not logs:
+            raise ConfigError("--report/--export need log files: --report=labels/alice.jsonl [more.jsonl ...]")
+        if cfg.report:
+            print(report_text(logs, cfg.data_dir, cfg.cutoff, cfg.seed))
+        if cfg.export:
+            counts = export(logs, cfg.export, cfg.cutoff)
+            print(f"wrote {cfg.export}: " + ", ".join(f"{n} ({c} rows)" for n, c in counts.items()))
+        return
+    if more_logs:
+        raise ConfigError(f"unexpected argument {more_logs[0]!r}: extra log files go after --report=")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", cfg.labeler):
+        raise ConfigError("--labeler=NAME is required (letters, digits, . _ -, at most 40)")
+    if cfg.mode not in MODES or cfg.instructions not in ("train", "eval"):
+        raise ConfigError("--mode must be rank or pair, --instructions train or eval")
+    if not 2 <= cfg.k_min <= cfg.k_max <= 9 or not 0 <= cfg.gold_rate < 1 or cfg.n < 1:
+        raise ConfigError("need 2 <= k_min <= k_max <= 9, 0 <= gold_rate < 1 and n >= 1")
+    serve(cfg)
+
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    try:
+        main(parse_config(Config, [a for a in argv if a.startswith("-")]), [a for a in argv if not a.startswith("-")])
+    except (ConfigError, LogError, DataError) as e:
+        raise SystemExit(f"label.py: {e}")
