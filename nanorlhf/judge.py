@@ -85,9 +85,10 @@ def labeler_report(data, pool: LabelerPool, seed: int = 0) -> str:
     passed = ", ".join(f"{l.id} ({pool.screening[l.id]:.2f})" for l in pool.train)
     failed = ", ".join(f"{l.id} ({pool.screening[l.id]:.2f})" for l in pool.candidates if l not in pool.train)
     lovers = sum(l.hedge_lover for l in pool.train)
-    return (f"pairs of training labelers agree on {a:.1%} of pairs (paper 72.6 +- 1.5%)\n"
-            f"pairs of held-out labelers agree on {h:.1%} of pairs (paper 77.3 +- 1.3%)\n"
-            f"  (on {len(items)} prompts x K = 4..9 stand-in SFT samples from world/completions.py)\n"
+    return (f"pairs of training labelers agree on {a:.1%} of pairs, held-out labelers on {h:.1%}\n"
+            f"  (on {len(items)} prompts x K = 4..9 stand-in SFT samples from world/completions.py, which are\n"
+            f"  easier to tell apart than real SFT samples; tau is tuned on real samples of the small SFT model,\n"
+            f"  where train_rm.py reports the agreement: paper 72.6 +- 1.5% and 77.3 +- 1.3%)\n"
             f"screening (agreement with researcher rankings, soft cutoff 75%): "
             f"{len(pool.train)}/{len(pool.candidates)} passed; {lovers} of them reward hedging\n"
             f"  passed: {passed}\n  screened out: {failed}")

@@ -94,9 +94,9 @@ class LabelerPool:
     """each candidate's agreement with the researchers' rankings"""
 
     @classmethod
-    def build(cls, seed: int = 0, n_candidates: int = 40, n_heldout: int = 12, tau: float = 1.0,
-              heldout_tau: float = 0.75, jitter: float = 0.3, hedge_share: float = 0.25,
-              tau_spread: float = 0.35) -> "LabelerPool":
+    def build(cls, seed: int = 0, n_candidates: int = 40, n_heldout: int = 12, tau: float = 0.7,
+              heldout_tau: float = 0.525, jitter: float = 0.3, hedge_share: float = 0.25,
+              tau_spread: float = 0.6) -> "LabelerPool":
         rng = random.Random(f"labelers-{seed}")
         cands = [draw_labeler(f"L{i:02d}", rng, tau, jitter, hedge_share, tau_spread) for i in range(n_candidates)]
         held = [draw_labeler(f"H{i:02d}", rng, heldout_tau, jitter / 2, hedge_share, tau_spread / 2)

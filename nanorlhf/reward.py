@@ -49,13 +49,17 @@ def rm_ranking_loss(rewards, ranks):
     return -F.logsigmoid(_pair_margins(rewards, ranks)).mean()
 
 
-def rm_batch_loss(rewards_list, ranks_list):
+def rm_batch_loss(rewards_list, ranks_list, weights=None):
     """Mean of rm_ranking_loss over prompts: each prompt is one batch element, as in the paper.
 
-    rewards_list: list of (K_i,) tensors; K may differ between prompts.
+    rewards_list: list of (K_i,) tensors; K may differ between prompts. weights (optional,
+    one per prompt) make it a weighted mean, e.g. to up-weight a person's own labels.
     """
-    losses = [rm_ranking_loss(r, k) for r, k in zip(rewards_list, ranks_list, strict=True)]
-    return torch.stack(losses).mean()
+    losses = torch.stack([rm_ranking_loss(r, k) for r, k in zip(rewards_list, ranks_list, strict=True)])
+    if weights is None:
+        return losses.mean()
+    w = torch.as_tensor(weights, dtype=losses.dtype, device=losses.device)
+    return (w * losses).sum() / w.sum()
 
 
 @torch.no_grad()
@@ -143,7 +147,8 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
             batch = [usable[i] for i in idx.tolist()]
             rewards = [rm_scores(rm, tok, c["prompt"], c["completions"], device) for c in batch]
-            loss = rm_batch_loss(rewards, [ranking_to_ranks(c["ranking"]) for c in batch])
+            loss = rm_batch_loss(rewards, [ranking_to_ranks(c["ranking"]) for c in batch],
+                                 [c.get("weight", 1.0) for c in batch])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             clip_grad(rm, 1.0)
@@ -156,3 +161,25 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
                 print(bar.line(step, loss=sum(losses[-20:]) / len(losses[-20:])))
     rm.eval()
     return losses
+
+
+@torch.no_grad()
+def demo_bias(rm, tok, demos: list[dict], device) -> float:
+    """InstructGPT §3.5: the bias that makes the labelers' demonstrations score 0 on average."""
+    scores = [rm_scores(rm, tok, d["prompt"], [d["response"]], device).item() for d in demos]
+    return normalize_bias(scores)
+
+
+@torch.no_grad()
+def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranking") -> float:
+    """Pairwise accuracy of the RM over all untied pairs of the comparisons (pairs pooled)."""
+    right = total = 0
+    for c in comparisons:
+        ranks = ranking_to_ranks(c[key])
+        pairs = ranking_to_pairs(ranks)
+        if not pairs:
+            continue
+        r = rm_scores(rm, tok, c["prompt"], c["completions"], device)
+        right += sum(int(r[w] > r[l]) for w, l in pairs)
+        total += len(pairs)
+    return right / max(total, 1)

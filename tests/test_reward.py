@@ -111,3 +111,13 @@ def test_normalize_bias_centres_demonstrations():
     assert (demo_scores - b).mean().item() == pytest.approx(0.0, abs=1e-7)
     rewards, ranks = torch.tensor([0.4, -0.3, 1.2]), torch.tensor([1, 2, 0])
     assert rm_ranking_loss(rewards - b, ranks).item() == pytest.approx(rm_ranking_loss(rewards, ranks).item())
+
+
+def test_weighted_batch_loss_is_the_weighted_mean_of_prompt_losses():
+    """rm_batch_loss with weights is sum(w * loss) / sum(w) (a person's labels can count more)."""
+    from nanorlhf.reward import rm_batch_loss, rm_ranking_loss
+    r1, r2 = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([0.2, 0.5])
+    k1, k2 = [0, 1, 2], [0, 1]
+    l1, l2 = rm_ranking_loss(r1, k1), rm_ranking_loss(r2, k2)
+    assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2], [1.0, 3.0]), (l1 + 3 * l2) / 4)
+    assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2]), (l1 + l2) / 2)

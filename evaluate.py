@@ -1,0 +1,168 @@
+"""Evaluate policies the way the paper did: held-out labelers, evaluation-time instructions, test prompts.
+
+Suites (--suite=NAME):
+  knowledge   the base model knows facts (few-shot, corpus format) but does not follow bare
+              instructions (attempt rate by category): toyworld.md requirement 3
+  preference  each policy's win rate against the reference policy on test prompts from
+              organisations unseen in training, judged by held-out labelers; gold and RM scores
+  truthfulness, hallucination, toxicity, bias, alignment_tax, overoptimization, hedging
+              the paper's safety and capability findings (nanorlhf/evals/suites.py)
+  all         every suite of the line above, written to out_dir/suites.md with its figures
+
+    python evaluate.py --suite=all                                  # on the small pipeline's outputs
+    python evaluate.py --suite=knowledge --policies=gpt=out/small/base_1m/ckpt.pt
+    python evaluate.py --suite=preference --seed=1 --labeler_seed=1 # another sample, another labeler draw
+
+Writes out_dir/<suite>.json and prints a table.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from nanorlhf.checkpoint import load_model
+from nanorlhf.config import parse_config, print_config
+from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
+from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate
+from nanorlhf.jsonl import PROMPT, read_jsonl
+from nanorlhf.judge import Judge
+from nanorlhf.reward import rm_scores
+from pretrain import resolve_device
+
+
+@dataclass
+class Config:
+    suite: str = "preference"
+    """knowledge, preference, all, or one safety suite's name"""
+    policies: str = ("gpt=out/small/base_1m/ckpt.pt,sft=out/small/sft_1m/ckpt.pt,ppo=out/small/ppo_1m/ckpt.pt,"
+                     "ppo_ptx=out/small/ppo_ptx_1m/ckpt.pt")
+    """comma-separated name=checkpoint pairs"""
+    reference: str = "sft"
+    """the policy every other is compared against (paper: the largest SFT model)"""
+    rm: str = "out/small/rm/ckpt.pt"
+    """reward model for the RM-score column ('' to skip)"""
+    data_dir: str = "data/small"
+    """world data folder (test_prompts.jsonl)"""
+    out_dir: str = "out/small"
+    """where the result tables go"""
+    n_prompts: int = 300
+    """test prompts to evaluate on"""
+    max_new_tokens: int = 48
+    """longest sampled response"""
+    seed: int = 0
+    """seed for sampling responses"""
+    labeler_seed: int = 0
+    """seed of the simulated labeler pool (another draw of the held-out labelers)"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(policies="gpt=out/tiny/base_a/ckpt.pt,sft=out/tiny/sft_a/ckpt.pt,ppo=out/tiny/ppo_a/ckpt.pt,"
+                              "ppo_ptx=out/tiny/ppo_ptx_a/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",
+                     out_dir="out/tiny", n_prompts=24, max_new_tokens=16),
+        "small": dict(),
+    }
+
+
+def parse_policies(spec: str) -> dict[str, str]:
+    pairs = [p.split("=", 1) for p in spec.split(",") if p]
+    if any(len(p) != 2 for p in pairs):
+        raise SystemExit(f"--policies wants name=path pairs separated by commas, got {spec!r}")
+    return dict(pairs)
+
+
+def knowledge(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
+    rows = read_jsonl(os.path.join(cfg.data_dir, "test_prompts.jsonl"), PROMPT)[:cfg.n_prompts]
+    out = {}
+    for name, path in policies.items():
+        model, tok, _ = load_model(path, device)
+        model.eval()
+        facts = fact_accuracy(model, tok, judge.world, n=200, seed=cfg.seed)
+        rates = attempt_rates(model, tok, judge, rows, cfg.max_new_tokens, seed=cfg.seed)
+        out[name] = {"fact_accuracy": facts, "attempt_rate": rates}
+        print(f"{name}: few-shot fact accuracy {facts['all']:.1%} (plain facts {facts.get('plain', 0):.1%}, "
+              f"myth facts {facts.get('myth', 0):.1%}); bare-instruction attempt rate {rates['all']:.1%}")
+        for cat, r in sorted((k, v) for k, v in rates.items() if k not in ("all", "examples")):
+            print(f"    {cat:15s} attempted {r:.1%}")
+        for q, a in facts["examples"][:3]:
+            print(f"    {q} -> {a!r}")
+        for p, a in rates["examples"][:3]:
+            print(f"    [chat] {p!r} -> {a!r}")
+    return out
+
+
+def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
+    rows = read_jsonl(os.path.join(cfg.data_dir, "test_prompts.jsonl"), PROMPT)
+    policies = {k: v for k, v in policies.items() if k != "gpt"}  # the base model is judged in the pipeline's ladder
+    texts, tok = {}, None
+    for name, path in policies.items():
+        model, tok, _ = load_model(path, device)
+        model.eval()
+        if not texts:
+            rows = fitting(rows, tok, model.cfg.block_size, cfg.max_new_tokens)[:cfg.n_prompts]
+        texts[name] = sample_responses(model, tok, rows, cfg.max_new_tokens, seed=cfg.seed)
+    rm = load_model(cfg.rm, device, kind="scalar") if cfg.rm else None
+    out = {}
+    for name in policies:
+        res = {"gold": gold_mean(judge, rows, texts[name])}
+        if name != cfg.reference:
+            res["win"] = win_rate(judge, rows, texts[name], texts[cfg.reference], random.Random(cfg.labeler_seed + 7))
+        if rm is not None:
+            with torch.no_grad():
+                res["rm"] = sum(rm_scores(rm[0], tok, r["prompt"], [t], device, rm[2]["extra"]["bias"]).item()
+                                for r, t in zip(rows, texts[name])) / len(rows)
+        out[name] = res
+        win = res.get("win")
+        w = f"win vs {cfg.reference} {win['rate']:.1%} [{win['lo']:.1%}, {win['hi']:.1%}]" if win else "(reference)"
+        print(f"{name:12s} {w:40s} gold {res['gold']:+.3f}" + (f"  RM {res['rm']:+.3f}" if "rm" in res else ""))
+    print(f"({len(rows)} test prompts from held-out organisations; held-out labelers, evaluation-time instructions)")
+    return out
+
+
+def safety_suites(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
+    """The paper's safety and capability suites; --suite=all writes them all to out_dir/suites.md."""
+    from nanorlhf.evals.context import EvalContext
+    from nanorlhf.evals.suites import SUITES
+    ctx = EvalContext(judge, cfg.data_dir, cfg.out_dir, policies, rm=cfg.rm, device=device, seed=cfg.seed,
+                      labeler_seed=cfg.labeler_seed, n=min(cfg.n_prompts, 200), max_new_tokens=cfg.max_new_tokens)
+    names = list(SUITES) if cfg.suite == "all" else [cfg.suite]
+    md, out = [], {}
+    for name in names:
+        t = time.time()
+        sec = SUITES[name](ctx)
+        print(f"\n## {sec.title}  ({time.time() - t:.0f}s)\n\n{sec.markdown}")
+        md += [f"## {sec.title}", "", sec.markdown, ""] + [f"![{f}]({f})" for f in sec.figures] + [""]
+        out[name] = sec.data
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    with open(os.path.join(cfg.out_dir, "suites.md" if cfg.suite == "all" else f"{cfg.suite}.md"), "w") as f:
+        f.write("\n".join(md))
+    return out
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    device = resolve_device(cfg.device)
+    judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
+    policies = parse_policies(cfg.policies)
+    from nanorlhf.evals.suites import SUITES
+    suites = {"knowledge": knowledge, "preference": preference, "all": safety_suites,
+              **{name: safety_suites for name in SUITES}}
+    if cfg.suite not in suites:
+        raise SystemExit(f"unknown --suite={cfg.suite}; valid: {', '.join(suites)}")
+    t = time.time()
+    res = suites[cfg.suite](cfg, judge, policies, device)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    with open(os.path.join(cfg.out_dir, f"{cfg.suite}.json"), "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print(f"evaluate --suite={cfg.suite}: {time.time() - t:.0f}s")
+    return res
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))

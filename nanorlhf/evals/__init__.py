@@ -1,0 +1,1 @@
+"""Evaluation suites: each takes policies and the judge, and returns a table."""

@@ -1,0 +1,70 @@
+"""report.md: the pipeline's tables and figures, with each stage's wall-clock and FLOPs beside the paper's.
+
+InstructGPT §5.1 puts the cost of alignment next to pretraining: SFT 175B took
+4.9 PF/s-days, PPO-ptx 175B 60, GPT-3 pretraining 3,640. We report the same
+ratios for our stages (FLOPs counted by each script; forward passes at 1/3 of a
+training step's FLOPs per token).
+
+Example:
+    path = write_report("out/small", cfg, stage_log, sections, stage_flops(stage_log, params), seconds)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+
+import torch
+
+def stage_flops(log: dict, params: dict) -> dict[str, float]:
+    """FLOPs of each stage as the stage reported them (0 where a stage did no training)."""
+    return {name: float(entry.get("result", {}).get("flops", 0.0)) for name, entry in log.items()}
+
+
+def compute_section(log: dict, flops: dict[str, float], big: str) -> str:
+    """Wall-clock and FLOPs of every stage, then the largest model's stages beside the paper's PF/s-days."""
+    from nanorlhf.evals.compute import compute_table
+    lines = ["| stage | wall-clock | FLOPs |", "|---|---|---|"]
+    lines += [f"| {n} | {e.get('seconds', 0):.0f}s | {flops.get(n, 0.0):.2e} |" for n, e in log.items()]
+    mine = {"pretrain": flops.get(f"base_{big}", 0.0), "sft": flops.get(f"sft_{big}", 0.0),
+            "rm": flops.get("rm", 0.0), "ppo_ptx": flops.get(f"ppo_ptx_{big}", 0.0)}
+    return "\n".join(lines) + f"\n\nThe `{big}` model's stages beside the paper's 175B figures:\n\n" + compute_table(mine)
+
+
+def rm_table(log: dict) -> str:
+    rep = log.get("rm", {}).get("result", {}).get("report", {})
+    if not rep:
+        return "(no RM report)"
+    lines = ["| measure | ours | paper |", "|---|---|---|",
+             f"| RM pairwise accuracy, validation comparisons | {rep['val_accuracy']:.1%} | (72.4% on own labelers) |",
+             f"| agreement between two training labelers (the ceiling) | {rep['labeler_agreement']:.1%} | 72.6% |",
+             f"| RM accuracy / labeler agreement | {rep['val_accuracy'] / rep['labeler_agreement']:.2f} | |"]
+    if "heldout" in rep:
+        h = rep["heldout"]
+        lines += [f"| RM trained on 4 labeler groups, accuracy on the held-out group | "
+                  f"{h['heldout_group_accuracy']:.1%} | 69.6% |",
+                  f"| the same RM on the 4 training groups | {h['own_groups_accuracy']:.1%} | 72.4% |"]
+    return "\n".join(lines)
+
+
+def write_report(out: str, cfg, log: dict, sections: list, flops: dict, seconds: float) -> str:
+    big = cfg.sizes.split(",")[0].split(":")[0]
+    md = [f"# nanorlhf report: `{out}`", "",
+          f"`python pipeline.py " + " ".join(f"--{k}={v}" for k, v in dataclasses.asdict(cfg).items()
+                                          if k in ("preset", "seed", "labeler_seed")) + "`", "",
+          f"Total wall-clock {seconds / 60:.1f} min on {platform.processor() or platform.machine()}, "
+          f"{torch.get_num_threads()} torch threads.", "",
+          "## Compute per stage", "", compute_section(log, flops, big), "",
+          "## Reward model", "", rm_table(log), ""]
+    for s in sections:
+        md += [f"## {s.title}", "", s.markdown, ""]
+        md += [f"![{f}]({f})" for f in s.figures] + [""]
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "report.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(md))
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump({"stages": log, "flops": flops, "sections": {s.title: s.data for s in sections}}, f, indent=1,
+                  default=str)
+    return path

@@ -1,0 +1,209 @@
+"""The one command: world -> tokenizer and base models -> SFT -> RM -> PPO, PPO-ptx -> baselines -> evaluation.
+
+    python pipeline.py --preset=small     # the default CPU run; README gives its time and results
+    python pipeline.py --preset=tiny      # the whole chain in about a minute (the tests run it)
+    python pipeline.py --preset=paper --device=cuda
+
+Two model sizes at least 10x apart go through every stage (one reward model, from
+the larger SFT model, serves both, as the paper's 6B RM served every policy).
+Each stage is skipped when its checkpoint exists and its config and inputs have
+not changed (out/<run>/<stage>/stage.json holds the key); --fresh=true redoes all.
+Writes out/<run>/report.md with every table and figure.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pretrain
+import train_ppo
+import train_rm
+import train_sft
+from nanorlhf.checkpoint import file_sha256
+from nanorlhf.config import config_hash, parse_config, print_config
+from nanorlhf.report import stage_flops, write_report
+
+
+@dataclass
+class Config:
+    preset: str = "small"
+    """tiny, small or paper: world scale and stage sizes"""
+    run: str = ""
+    """name of the run folder out/<run> (default: the preset)"""
+    out_root: str = "out"
+    """folder holding run folders"""
+    data_root: str = "data"
+    """folder holding world data folders (data/<preset>)"""
+    sizes: str = "1m:4x128,100k:2x32"
+    """model sizes as name:n_layerxn_embd, largest first"""
+    pretrain_steps: str = "1m:1500,100k:1500"
+    """pretraining steps per size"""
+    sft_epochs: int = 6
+    """SFT epochs (paper: 16)"""
+    rm_prompts: int = 1500
+    """RM prompts labeled (the comparison budget)"""
+    ppo_iterations: int = 40
+    """PPO iterations of 64 episodes"""
+    ptx_coef: float = 1.0
+    """gamma_ptx of PPO-ptx"""
+    n_eval: int = 300
+    """test prompts in the evaluation"""
+    suites: str = "all"
+    """evaluation suites beyond the ladder (all, none, or comma-separated names)"""
+    seed: int = 0
+    """seed of sampling and training"""
+    labeler_seed: int = 0
+    """seed of the simulated labeler pool"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+    fresh: bool = False
+    """redo every stage even when its checkpoint is up to date"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(preset="tiny", sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs=1, rm_prompts=48,
+                     ppo_iterations=2, n_eval=24, suites="none"),
+        "small": dict(),
+        "paper": dict(preset="paper", sizes="big:12x768,mid:8x256,small:4x128",
+                      pretrain_steps="big:20000,mid:20000,small:20000", sft_epochs=16, rm_prompts=0,
+                      ppo_iterations=500, n_eval=3000),
+    }
+
+
+def parse_sizes(cfg: Config) -> dict[str, dict]:
+    steps = dict(s.split(":") for s in cfg.pretrain_steps.split(","))
+    out = {}
+    for spec in cfg.sizes.split(","):
+        name, dims = spec.split(":")
+        n_layer, n_embd = (int(x) for x in dims.split("x"))
+        out[name] = dict(n_layer=n_layer, n_embd=n_embd, n_head=max(1, n_embd // 32), max_steps=int(steps[name]))
+    return out
+
+
+class Stages:
+    """Runs stages in order, skipping those whose key (config + input hashes) is unchanged."""
+
+    def __init__(self, out: str, fresh: bool):
+        self.out, self.fresh, self.log = out, fresh, {}
+
+    def run(self, name: str, main, cfg, inputs: list[str], ckpt: str):
+        folder = os.path.join(self.out, name)
+        key = config_hash({"cfg": dataclasses.asdict(cfg), "inputs": {p: file_sha256(p) for p in inputs}})
+        meta = os.path.join(folder, "stage.json")
+        if not self.fresh and os.path.exists(ckpt) and os.path.exists(meta):
+            with open(meta) as f:
+                old = json.load(f)
+            if old["key"] == key:
+                print(f"== {name}: up to date, reusing {ckpt}")
+                self.log[name] = old
+                return old.get("result", {})
+        print(f"\n== {name}")
+        t = time.time()
+        res = main(cfg)
+        keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str, dict, list))}
+        self.log[name] = {"key": key, "seconds": time.time() - t, "config": dataclasses.asdict(cfg),
+                          "result": json.loads(json.dumps(keep, default=str))}
+        os.makedirs(folder, exist_ok=True)
+        with open(meta, "w") as f:
+            json.dump(self.log[name], f, indent=1)
+        return self.log[name]["result"]
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    t0 = time.time()
+    run, scale = cfg.run or cfg.preset, cfg.preset
+    out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
+    sizes = parse_sizes(cfg)
+    names = list(sizes)
+    big = names[0]
+    st = Stages(out, cfg.fresh)
+
+    # 0. the world, its public-task compilation (FLAN/T0 analog)
+    from nanorlhf.world import build_world, write_world
+    from nanorlhf.world.public_tasks import public_task_demos
+    from nanorlhf.jsonl import write_jsonl
+    public = os.path.join(data, "public_tasks.jsonl")
+    if not os.path.exists(os.path.join(data, "meta.json")) or not os.path.exists(public) or cfg.fresh:
+        t = time.time()
+        w = build_world(scale, 0)
+        write_world(w, data)
+        write_jsonl(public, public_task_demos(w, n=len(w.prompts["sft"])))
+        st.log["world"] = {"seconds": time.time() - t}
+    corpus = os.path.join(data, "corpus.jsonl")
+    common = ["--preset=" + ("tiny" if scale == "tiny" else "small"), f"--device={cfg.device}", f"--seed={cfg.seed}"]
+
+    # 1. base models (the tokenizer is trained by the first pretraining run)
+    for s, d in sizes.items():
+        pc = parse_config(pretrain.Config, common + [f"--corpus={corpus}", f"--out_dir={out}/base_{s}",
+                                                     *(f"--{k}={v}" for k, v in d.items())])
+        st.run(f"base_{s}", pretrain.main, pc, [corpus], f"{out}/base_{s}/ckpt.pt")
+    # 2. SFT on demonstrations, and the FLAN/T0 analog on public tasks, per size
+    for s in names:
+        for stage, demos in ((f"sft_{s}", "sft.jsonl"), (f"flan_{s}", "public_tasks.jsonl")):
+            sc = parse_config(train_sft.Config, common + [f"--base={out}/base_{s}/ckpt.pt", f"--data_dir={data}",
+                                                          f"--demos={demos}", f"--out_dir={out}/{stage}",
+                                                          f"--epochs={cfg.sft_epochs}"])
+            st.run(stage, train_sft.main, sc, [f"{out}/base_{s}/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
+    # 3. one reward model from the largest SFT model
+    rc = parse_config(train_rm.Config, common + [f"--sft={out}/sft_{big}/ckpt.pt", f"--data_dir={data}",
+                                                 f"--out_dir={out}/rm", f"--max_prompts={cfg.rm_prompts}",
+                                                 f"--labeler_seed={cfg.labeler_seed}"])
+    st.run("rm", train_rm.main, rc, [f"{out}/sft_{big}/ckpt.pt"], f"{out}/rm/ckpt.pt")
+    # 4. PPO and PPO-ptx per size, against that RM
+    for s in names:
+        for stage, ptx in ((f"ppo_{s}", 0.0), (f"ppo_ptx_{s}", cfg.ptx_coef)):
+            pc = parse_config(train_ppo.Config, common + [f"--sft={out}/sft_{s}/ckpt.pt", f"--rm={out}/rm/ckpt.pt",
+                                                          f"--data_dir={data}", f"--out_dir={out}/{stage}",
+                                                          f"--iterations={cfg.ppo_iterations}", f"--ptx_coef={ptx}"])
+            st.run(stage, train_ppo.main, pc, [f"{out}/sft_{s}/ckpt.pt", f"{out}/rm/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
+
+    # 5. evaluation: the ladder, then the suites, then report.md
+    from nanorlhf.evals.context import EvalContext
+    from nanorlhf.evals.ladder import ladder_section
+    from nanorlhf.judge import Judge
+    from nanorlhf.model import count_params
+    from pretrain import resolve_device
+    t = time.time()
+    policies = {}
+    for s in names:
+        policies.update({f"gpt_{s}": f"{out}/base_{s}/ckpt.pt", f"flan_{s}": f"{out}/flan_{s}/ckpt.pt",
+                         f"sft_{s}": f"{out}/sft_{s}/ckpt.pt", f"ppo_{s}": f"{out}/ppo_{s}/ckpt.pt",
+                         f"ppo_ptx_{s}": f"{out}/ppo_ptx_{s}/ckpt.pt"})
+    ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, policies, rm=f"{out}/rm/ckpt.pt",
+                      device=resolve_device(cfg.device), seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
+    params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
+    sections = [ladder_section(ctx, params, reference=f"sft_{big}", champion=f"ppo_ptx_{big}")]
+    sections += suite_sections(ctx, cfg, names)
+    st.log["evaluate"] = {"seconds": time.time() - t}
+    total = time.time() - t0
+    path = write_report(out, cfg, st.log, sections, stage_flops(st.log, params), total)
+    print(f"\npipeline done in {total / 60:.1f} min -> {path}")
+    return {"report": path, "seconds": total, "sections": sections}
+
+
+def suite_sections(ctx, cfg: Config, names: list[str]) -> list:
+    """The safety and capability suites (nanorlhf/evals/suites.py), on the largest size's policies."""
+    if cfg.suites == "none":
+        return []
+    from nanorlhf.evals.context import EvalContext
+    from nanorlhf.evals.suites import SUITES
+    big = names[0]
+    sub = EvalContext(ctx.judge, ctx.data_dir, ctx.out_dir,
+                      {"gpt": ctx.policies[f"gpt_{big}"], "sft": ctx.policies[f"sft_{big}"],
+                       "ppo": ctx.policies[f"ppo_{big}"], "ppo_ptx": ctx.policies[f"ppo_ptx_{big}"]},
+                      rm=ctx.rm, device=ctx.device, seed=ctx.seed, labeler_seed=ctx.labeler_seed, n=200)
+    chosen = list(SUITES) if cfg.suites == "all" else cfg.suites.split(",")
+    out = []
+    for name in chosen:
+        t = time.time()
+        out.append(SUITES[name](sub))
+        print(f"suite {name}: {time.time() - t:.0f}s")
+    return out
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))

@@ -1,0 +1,114 @@
+"""Smoke tests of the three stages on the tiny world: each script's main() runs end to end for a few
+steps, and the training identities of reliability.md checks 6-9 hold on real models."""
+import os
+
+import pytest
+import torch
+
+import pretrain
+import train_ppo
+import train_rm
+import train_sft
+from nanorlhf.config import parse_config
+from nanorlhf.world import build_world, write_world
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory):
+    """Tiny world -> base (40 steps) -> SFT (1 epoch) -> RM, all under one temp folder."""
+    root = tmp_path_factory.mktemp("tiny")
+    data, out = str(root / "data"), str(root / "out")
+    write_world(build_world("tiny", 0), data)
+    pretrain.main(parse_config(pretrain.Config, ["--preset=tiny", f"--corpus={data}/corpus.jsonl",
+                                                 f"--out_dir={out}/base", "--max_steps=40"]))
+    sft = train_sft.main(parse_config(train_sft.Config, ["--preset=tiny", f"--base={out}/base/ckpt.pt",
+                                                         f"--data_dir={data}", f"--out_dir={out}/sft", "--epochs=1"]))
+    rm = train_rm.main(parse_config(train_rm.Config, ["--preset=tiny", f"--sft={out}/sft/ckpt.pt",
+                                                      f"--data_dir={data}", f"--out_dir={out}/rm"]))
+    return {"data": data, "out": out, "sft": sft, "rm": rm}
+
+
+def ppo_flags(s, name, *extra):
+    return ["--preset=tiny", f"--sft={s['out']}/sft/ckpt.pt", f"--rm={s['out']}/rm/ckpt.pt",
+            f"--data_dir={s['data']}", f"--out_dir={s['out']}/{name}", *extra]
+
+
+def test_sft_and_rm_outputs(stages):
+    """SFT keeps every epoch's weights and reports finite losses; the RM saves comparisons and a report."""
+    assert os.path.exists(os.path.join(stages["out"], "sft", "epoch1.pt"))
+    assert all(v == v for v in stages["sft"]["val_losses"])
+    rep = stages["rm"]["report"]
+    assert 0 <= rep["val_accuracy"] <= 1 and 0 <= rep["labeler_agreement"] <= 1
+    assert os.path.exists(os.path.join(stages["out"], "rm", "comparisons.jsonl"))
+
+
+def test_ppo_runs_and_kl_starts_at_zero(stages):
+    """Two PPO iterations run; at the first, policy = reference so the KL is exactly 0."""
+    res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, "ppo")))
+    first = res["metrics"][0]
+    assert first["objective/kl"] == 0.0
+    assert len(res["metrics"]) == 2 and all(m["objective/score"] is not None for m in res["metrics"])
+
+
+def test_ppo_with_zero_learning_rate_is_the_identity(stages):
+    """With lr = 0: ratio = 1, approx KL = 0, clip fraction = 0 (up to float noise of batching)."""
+    res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, "ppo_lr0", "--lr=0", "--iterations=1")))
+    m = res["metrics"][0]
+    assert abs(m["ppo/ratio_mean"] - 1) < 1e-5 and abs(m["ppo/approx_kl"]) < 1e-6 and m["ppo/clipfrac"] == 0
+
+
+def test_one_ppo_step_changes_every_parameter(stages):
+    """After one PPO iteration (with ptx) every trainable parameter of policy and value has changed."""
+    before_p = {k: v.clone() for k, v in torch.load(os.path.join(stages["out"], "sft", "ckpt.pt"),
+                                                    weights_only=True)["model"].items()}
+    res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, "ppo1", "--iterations=1", "--ppo_epochs=1",
+                                                                  "--minibatch_size=8", "--ptx_coef=1")))
+    after = res["policy"].state_dict()
+    unchanged = [k for k, v in before_p.items() if torch.equal(v, after[k])]
+    assert unchanged == []
+
+
+def test_nan_reward_skips_the_step_and_is_counted(stages, monkeypatch):
+    """A NaN RM score skips that iteration (counted); three in a row stop the run with a message."""
+    import nanorlhf.rollout as rollout
+    real = rollout.score_sequences
+    monkeypatch.setattr(rollout, "score_sequences", lambda *a, **k: real(*a, **k) * float("nan"))
+    with pytest.raises(RuntimeError, match="non-finite"):
+        train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, "ppo_nan", "--iterations=4")))
+
+
+def test_one_rm_step_changes_every_parameter(stages):
+    """After one RM step on real comparisons every trainable parameter changed and the loss is finite."""
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.comparisons import load_comparisons
+    from nanorlhf.model import ScalarHeadModel
+    from nanorlhf.reward import fit_reward_model
+    sft, tok, _ = load_model(os.path.join(stages["out"], "sft", "ckpt.pt"))
+    rm = ScalarHeadModel.from_gpt(sft)
+    before = {k: v.clone() for k, v in rm.state_dict().items()}
+    cmp = load_comparisons(os.path.join(stages["out"], "rm", "comparisons.jsonl"))[:4]
+    losses = fit_reward_model(rm, tok, cmp, lr=1e-3, epochs=1, batch_prompts=4, seed=0, device="cpu",
+                              progress=False)
+    assert len(losses) == 1 and losses[0] == losses[0]
+    assert [k for k, v in rm.state_dict().items() if torch.equal(v, before[k])] == []
+
+
+def test_rm_score_is_read_at_the_last_response_token_whatever_the_padding(stages):
+    """The RM score of a completion is the same right-padded (training) and left-padded (PPO rollout)."""
+    from nanorlhf.chat import chat_prompt
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.ppo import last_token_index
+    from nanorlhf.reward import encode_completions, score_sequences
+    rm, tok, _ = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
+    comps = ["Pip is a fox.", "No.", "Pip the red fox lives at the mill and likes plums."]
+    t, a, r = encode_completions(tok, "Who is Pip?", comps, rm.cfg.block_size)
+    right = score_sequences(rm, t, a, r)
+    n = a.sum(1)
+    left_t, left_a, left_r = torch.zeros_like(t), torch.zeros_like(a), torch.zeros_like(r)
+    for i in range(len(comps)):  # move each row's tokens to the right edge
+        left_t[i, -n[i]:], left_a[i, -n[i]:], left_r[i, -n[i]:] = t[i, :n[i]], a[i, :n[i]], r[i, :n[i]]
+    left = score_sequences(rm, left_t, left_a, left_r)
+    assert torch.allclose(right, left, atol=1e-5)
+    assert (last_token_index(left_r) == t.size(1) - 1).all()
+    p = len(chat_prompt(tok, "Who is Pip?"))
+    assert r[0, :p].sum() == 0 and r[0, p:n[0]].all()   # the mask covers exactly completion + end token

@@ -1,0 +1,229 @@
+"""Stage 3: PPO against the reward model, with a per-token KL penalty and PPO-ptx (InstructGPT §3.5).
+
+Each iteration is the paper's recipe, one named step at a time:
+  1. rollout   sample prompts, generate responses with the KV cache
+  2. score     the RM reads each response at its true last token
+  3. penalise  R = r(x, y) - beta * log(pi_RL / pi_SFT), the KL spread over tokens
+  4. GAE       values from a value model initialised from the RM; gamma = 1
+  5. update    PPO epochs: clipped policy loss, clipped value loss, whitened advantages,
+               plus gamma_ptx * pretraining loss (PPO-ptx; gamma_ptx = 0 is plain PPO)
+  6. log       fixed metric names, a few decoded samples, warnings in plain words
+  7. adapt     optionally steer beta towards a target KL
+
+    python train_ppo.py --preset=tiny                 # seconds
+    python train_ppo.py --preset=small                # PPO
+    python train_ppo.py --preset=small --ptx_coef=1 --out_dir=out/small/ppo_ptx
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from nanorlhf import ppo
+from nanorlhf.checkpoint import file_sha256, load_checkpoint, load_model, save_checkpoint, seed_everything, set_rng_state
+from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.optim import clip_grad, make_optimizer
+from nanorlhf.rollout import PromptSampler, diagnose, make_experience, ptx_batches, rollout, show_samples
+from pretrain import resolve_device
+
+
+@dataclass
+class Config:
+    sft: str = "out/small/sft/ckpt.pt"
+    """SFT checkpoint: the initial policy and the frozen reference pi_SFT"""
+    rm: str = "out/small/rm/ckpt.pt"
+    """reward model checkpoint (also initialises the value function)"""
+    data_dir: str = "data/small"
+    """world data folder holding ppo_prompts.jsonl and corpus.jsonl"""
+    out_dir: str = "out/small/ppo"
+    """where checkpoints, metrics and plots go"""
+    iterations: int = 60
+    """PPO iterations (each: one batch of episodes)"""
+    batch_size: int = 64
+    """episodes per iteration (paper: 512)"""
+    minibatch_size: int = 32
+    """episodes per gradient step"""
+    ppo_epochs: int = 2
+    """passes over each batch of episodes"""
+    max_new_tokens: int = 48
+    """longest response"""
+    temperature: float = 1.0
+    """sampling temperature of the rollouts"""
+    lr: float = 1e-4
+    """learning rate of policy and value function"""
+    beta: float = 0.02
+    """KL penalty coefficient (paper: 0.02)"""
+    target_kl: float = 0.0
+    """if > 0, adapt beta towards this KL per episode (Ziegler et al. 2019)"""
+    kl_horizon: int = 10000
+    """adaptive KL controller horizon, in episodes"""
+    gamma: float = 1.0
+    """discount (paper: 1, no discount)"""
+    lam: float = 0.95
+    """GAE lambda"""
+    clip: float = 0.2
+    """PPO ratio clip (paper: 0.2), also the value clip"""
+    vf_coef: float = 0.5
+    """weight of the value loss"""
+    ptx_coef: float = 0.0
+    """gamma_ptx: weight of the pretraining loss mixed into each update (0 = plain PPO)"""
+    ptx_batch_size: int = 8
+    """pretraining sequences per gradient step when ptx_coef > 0"""
+    grad_clip: float = 1.0
+    """global gradient-norm clip"""
+    save_every: int = 20
+    """iterations between checkpoints (kept as iter{N}.pt for over-optimisation curves)"""
+    log_samples: int = 2
+    """decoded samples printed per log line"""
+    log_every: int = 5
+    """iterations between printed progress lines"""
+    seed: int = 0
+    """seed for prompt order and sampling"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+    resume: bool = False
+    """continue from out_dir/ckpt.pt"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(sft="out/tiny/sft/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",
+                     out_dir="out/tiny/ppo", iterations=2, batch_size=8, minibatch_size=4, max_new_tokens=16,
+                     save_every=1, log_every=1),
+        "small": dict(),
+    }
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+
+    # policy pi_RL and reference pi_SFT start equal; the value function starts as the RM
+    policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
+    ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
+    rm, _, rm_ck = load_model(cfg.rm, device, kind="scalar", dropout=0.0)
+    value = ScalarHeadModel(rm.cfg).to(device)
+    value.load_state_dict(rm.state_dict())
+    for m in (ref, rm):
+        m.requires_grad_(False).eval()
+    rm_bias = rm_ck["extra"]["bias"]
+    opt = make_optimizer(torch.nn.ModuleList([policy, value]), cfg.lr, weight_decay=0.0)
+    kl_ctl = (ppo.AdaptiveKLController(cfg.beta, cfg.target_kl, cfg.kl_horizon) if cfg.target_kl > 0
+              else ppo.FixedKLController(cfg.beta))
+    prompts = PromptSampler(os.path.join(cfg.data_dir, "ppo_prompts.jsonl"), tok,
+                            policy.cfg.block_size - cfg.max_new_tokens, seed=cfg.seed)
+    ptx = ptx_batches(cfg, tok, policy.cfg.block_size) if cfg.ptx_coef > 0 else None
+    guard = ppo.NonFiniteGuard(max_consecutive=3)
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume)
+    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
+    it = 0
+    if cfg.resume:
+        ck = load_checkpoint(ckpt_path, map_location=device)
+        policy.load_state_dict(ck["model"])
+        value.load_state_dict(ck["extra"]["value"])
+        opt.load_state_dict(ck["optim"])
+        prompts.load_state_dict(ck["data_pos"])
+        set_rng_state(ck["rng"])
+        kl_ctl.value, it = ck["extra"]["beta"], ck["step"]
+    extra = {"model_config": dataclasses.asdict(policy.cfg), "tokenizer": sft_ck["extra"]["tokenizer"],
+             "inputs": {p: file_sha256(p) for p in (cfg.sft, cfg.rm)}}
+
+    def save(path):
+        save_checkpoint(path, model=policy.state_dict(), config=config_dict(cfg), step=it, optim=opt.state_dict(),
+                        data_pos=prompts.state_dict(),
+                        extra={**extra, "value": value.state_dict(), "beta": kl_ctl.value})
+
+    bar = Progress(cfg.iterations, "ppo", start_step=it)
+    fpt_p, fpt_v = flops_per_token(policy.cfg), flops_per_token(value.cfg)
+    flops = 0.0
+    gen = torch.Generator().manual_seed(cfg.seed)
+    while it < cfg.iterations:
+        t0 = time.time()
+        # 1. rollout: prompts -> responses, with the KV cache
+        batch = prompts.next(cfg.batch_size)
+        ro = rollout(policy, tok, batch, cfg, gen)
+        t_gen = time.time() - t0
+        # 2-4. score with the RM, per-token KL penalty, GAE (no gradients)
+        exp = make_experience(policy, ref, rm, value, ro, rm_bias, kl_ctl.value, cfg)
+        t_score = time.time() - t0 - t_gen
+        if not guard.check(score=exp["score"].mean(), kl=exp["kl"].sum()):
+            print(f"iteration {it}: non-finite score or KL, skipped ({guard.skipped} so far)")
+            it += 1
+            continue
+        # 5. PPO epochs over minibatches, plus the pretraining mix (PPO-ptx)
+        stats = []
+        B = ro.tokens.size(0)
+        for _ in range(cfg.ppo_epochs):
+            for idx in torch.randperm(B, generator=gen).split(cfg.minibatch_size):
+                loss, s = ppo_step_loss(policy, value, exp, idx, cfg, ptx)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                gnorm = clip_grad(torch.nn.ModuleList([policy, value]), cfg.grad_clip)
+                if guard.check(loss=loss, grad_norm=gnorm):
+                    opt.step()
+                stats.append(s)
+        it += 1
+        # FLOPs: rollout and 4 scoring passes (forward = 1/3 of training), PPO epochs, the ptx batches
+        n_tok = ro.tokens.numel()
+        flops += n_tok * (fpt_p + 2 * fpt_p + 2 * fpt_v) / 3 + cfg.ppo_epochs * n_tok * (fpt_p + fpt_v)
+        flops += (len(stats) * cfg.ptx_batch_size * policy.cfg.block_size * fpt_p) if ptx is not None else 0
+        # 6. log: fixed names, samples, plain-words diagnostics
+        m = {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}
+        m.update({"objective/score": exp["score"].mean().item(), "objective/kl": exp["kl"].sum(1).mean().item(),
+                  "objective/beta": kl_ctl.value, "response/length": exp["length"].mean().item(),
+                  "time/episodes_per_s": B / (time.time() - t0), "time/generate_s": t_gen,
+                  "time/score_s": t_score, "time/update_s": time.time() - t0 - t_gen - t_score,
+                  "time/tokens_per_s": ro.response_mask.sum().item() / (time.time() - t0)})
+        log.write(it, **m)
+        for w in diagnose(m, cfg.max_new_tokens):
+            print(f"WARNING iteration {it}: {w}")
+        if it % cfg.log_every == 0 or it == cfg.iterations:
+            print(bar.line(it, score=m["objective/score"], kl=m["objective/kl"], clipfrac=m["ppo/clipfrac"],
+                           len=m["response/length"], eps=round(m["time/episodes_per_s"], 1)))
+            show_samples(tok, batch, ro, exp, cfg.log_samples)
+        # 7. adapt beta (if a target KL is set)
+        kl_ctl.update(m["objective/kl"], B)
+        if it % cfg.save_every == 0 or it == cfg.iterations:
+            save(ckpt_path)
+            save(os.path.join(cfg.out_dir, f"iter{it}.pt"))
+    plot_curves(log.read(), ["objective/score", "objective/kl", "ppo/clipfrac", "ppo/approx_kl",
+                             "val/explained_var", "response/length", "ptx/loss"],
+                os.path.join(cfg.out_dir, "curves.png"), title=f"PPO (ptx_coef={cfg.ptx_coef})")
+    print(f"done: {it} iterations, {guard.skipped} skipped steps -> {ckpt_path}")
+    return {"metrics": log.read(), "ckpt": ckpt_path, "policy": policy, "value": value, "skipped": guard.skipped,
+            "flops": flops}
+
+
+def ppo_step_loss(policy, value, exp, idx, cfg: Config, ptx):
+    """One minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
+    tokens, am, rm_ = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
+    logits = policy(tokens, attention_mask=am)                                     # (b, T, V)
+    logprobs = ppo.token_logprobs(logits, tokens, cfg.temperature)                # (b, T)
+    pg_loss, s = ppo.policy_loss(logprobs, exp["logprobs"][idx], exp["advantages"][idx], rm_, cfg.clip)
+    values = ppo.align_values(value(tokens, attention_mask=am))                    # (b, T)
+    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], rm_, cfg.clip)
+    loss = pg_loss + cfg.vf_coef * vf_loss
+    s.update(vs)
+    s = {"ppo/" + k: v for k, v in s.items()}
+    s["ppo/policy_loss"], s["val/value_loss"] = pg_loss.item(), vf_loss.item()
+    s["val/explained_var"] = ppo.explained_variance(values.detach(), exp["returns"][idx], rm_)
+    s["objective/entropy"] = ppo.entropy_from_logits(logits[:, :-1].detach(), rm_[:, 1:]).item()
+    if ptx is not None:
+        # InstructGPT eq. 2: + gamma_ptx * E_pretrain[log pi_RL(x)]
+        x, y = ptx.next()
+        x, y = x.to(tokens.device), y.to(tokens.device)
+        lm = ppo.ptx_loss(policy(x), y, torch.ones_like(y))
+        loss = loss + cfg.ptx_coef * lm
+        s["ptx/loss"] = lm.item()
+    return loss, s
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))

@@ -1,0 +1,149 @@
+"""Stage 2: the reward model, trained on K-way rankings from simulated labelers (InstructGPT §3.5).
+
+  1. sample   K = 4..9 completions per RM prompt from the SFT model (KV-cache engine)
+  2. rank     one screened training labeler per prompt ranks them (ties allowed), as in the paper;
+              the comparisons are saved as data (comparisons.jsonl) for reuse, export and mixing
+  3. train    the SFT trunk with a scalar head in place of the unembedding, one epoch,
+              all C(K, 2) pairs of a prompt in ONE batch element:
+              loss = -1/C(K,2) * sum log sigmoid(r(x, y_w) - r(x, y_l))
+  4. bias     so that the labelers' demonstrations score 0 on average
+  5. report   validation pairwise accuracy beside the labelers' own agreement (the ceiling),
+              and the held-out-labeler test (train on 4 labeler groups, predict the 5th)
+
+    python train_rm.py --preset=tiny
+    python train_rm.py --preset=small
+    python train_rm.py --preset=small --comparisons=out/small/rm/comparisons.jsonl   # reuse labels
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
+from nanorlhf.comparisons import collect_comparisons, heldout_group_eval, labeler_agreement, load_comparisons
+from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.jsonl import DEMO, read_jsonl
+from nanorlhf.metrics import MetricsLog
+from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
+from pretrain import resolve_device
+
+
+@dataclass
+class Config:
+    sft: str = "out/small/sft/ckpt.pt"
+    """SFT checkpoint: samples the completions and initialises the RM trunk"""
+    init: str = ""
+    """checkpoint whose trunk initialises the RM (default: the SFT model, as the paper does)"""
+    data_dir: str = "data/small"
+    """world data folder holding rm_prompts.jsonl, val_prompts.jsonl, sft.jsonl"""
+    out_dir: str = "out/small/rm"
+    """where the RM checkpoint, comparisons and metrics go"""
+    comparisons: str = ""
+    """reuse these comparisons (JSONL) instead of sampling and labeling anew"""
+    human_labels: str = ""
+    """labeling logs from label.py (comma-separated) whose comparisons join the training set"""
+    human_weight: float = 1.0
+    """weight of one human comparison relative to one simulated comparison"""
+    human_only: bool = False
+    """train on the human comparisons alone (validation stays on the simulated labelers)"""
+    max_prompts: int = 0
+    """use at most this many RM prompts (0 = all): the label budget"""
+    val_prompts: int = 200
+    """validation prompts for held-out comparisons"""
+    k_min: int = 4
+    """fewest completions ranked per prompt (paper: 4)"""
+    k_max: int = 9
+    """most completions ranked per prompt (paper: 9)"""
+    max_new_tokens: int = 48
+    """longest sampled completion"""
+    temperature: float = 1.0
+    """sampling temperature for the completions"""
+    gen_batch: int = 64
+    """sequences generated at once"""
+    batch_prompts: int = 8
+    """prompts (each with all its K completions) per gradient step"""
+    lr: float = 1e-3
+    """learning rate (cosine decay to lr/10)"""
+    epochs: int = 1
+    """passes over the comparisons (paper: 1; more overfits)"""
+    heldout_folds: int = 1
+    """labeler groups to hold out in turn for the held-out-labeler test (0 = skip, 5 = all)"""
+    labeler_seed: int = 0
+    """seed of the simulated labeler pool"""
+    world_seed: int = 0
+    """seed the world data was built with"""
+    seed: int = 0
+    """seed for sampling and batch order"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/rm", val_prompts=16,
+                     max_new_tokens=16, gen_batch=32, batch_prompts=4),
+        "small": dict(),
+    }
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
+
+    # 1-2. sample K completions per prompt and have one training labeler rank them
+    if cfg.comparisons:
+        train_cmp, val_cmp = load_comparisons(cfg.comparisons), None
+    else:
+        train_cmp, val_cmp = collect_comparisons(sft, tok, cfg, device)
+    if val_cmp is None:
+        _, val_cmp = collect_comparisons(sft, tok, cfg, device, only_val=True)
+    if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
+        from nanorlhf.labelapp.events import human_comparisons
+        human = [dict(c, weight=cfg.human_weight) for c in human_comparisons(cfg.human_labels.split(","))]
+        train_cmp = human if cfg.human_only else train_cmp + human
+        print(f"{len(human)} human comparisons (weight {cfg.human_weight}) "
+              + ("alone" if cfg.human_only else "mixed with the simulated ones"))
+    print(f"{len(train_cmp)} training comparisons ({sum(len(c['completions']) for c in train_cmp)} completions), "
+          f"{len(val_cmp)} validation")
+
+    # 3. the RM: SFT trunk + scalar head, one epoch, each prompt's K-way ranking one batch element
+    rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
+    fit_reward_model(rm, tok, train_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
+                     seed=cfg.seed, device=device, log=log)
+
+    # 4. bias: labelers' demonstrations score 0 on average (paper §3.5)
+    demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
+    bias = demo_bias(rm, tok, demos, device)
+
+    # 5. report: accuracy on held-out comparisons beside the labelers' agreement (the ceiling)
+    report = {"val_accuracy": ranking_accuracy(rm, tok, val_cmp, device),
+              "labeler_agreement": labeler_agreement(val_cmp),
+              "n_train_comparisons": len(train_cmp), "n_val_comparisons": len(val_cmp)}
+    print(f"RM validation pairwise accuracy {report['val_accuracy']:.3f} "
+          f"(labelers agree with each other on {report['labeler_agreement']:.3f} of the same pairs; "
+          f"ratio {report['val_accuracy'] / report['labeler_agreement']:.2f})")
+    if cfg.heldout_folds > 0 and not cfg.comparisons:
+        report["heldout"] = heldout_group_eval(sft, tok, train_cmp, val_cmp, cfg, device)
+    extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
+             "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
+    ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
+    save_checkpoint(ckpt, model=rm.state_dict(), config=config_dict(cfg), extra=extra)
+    with open(os.path.join(cfg.out_dir, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    # FLOPs: sampling (forward only, 1/3 of training per token) plus one training pass per epoch
+    n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in train_cmp for x in c["completions"])
+    flops = flops_per_token(rm.cfg) * n_tok * ((0 if cfg.comparisons else 1 / 3) + cfg.epochs)
+    print(f"done: bias {bias:+.3f} -> {ckpt}")
+    return {"report": report, "ckpt": ckpt, "rm": rm, "bias": bias, "flops": flops}
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))

@@ -1,0 +1,203 @@
+"""Stage 1: supervised fine-tuning on labeler demonstrations (InstructGPT §3.5).
+
+The base model is fine-tuned on (prompt, demonstration) pairs in the chat format,
+with the loss on response tokens only, for several epochs with cosine decay and
+residual dropout 0.2. The paper trains 16 epochs although validation loss
+overfits after one, and picks the checkpoint by reward-model score on
+validation prompts; every epoch's weights are kept so --select_by_rm can do so.
+
+    python train_sft.py --preset=tiny                       # seconds
+    python train_sft.py --preset=small                      # see README for time and losses
+    python train_sft.py --preset=small --select_by_rm=out/small/rm/ckpt.pt
+
+Writes out_dir/epoch{E}.pt (weights), out_dir/ckpt.pt (the chosen epoch, plus
+optimiser state for --resume), metrics.jsonl and loss.png.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from nanorlhf.chat import chat_example, fits
+from nanorlhf.checkpoint import (check_resume_config, file_sha256, load_checkpoint, load_model, save_checkpoint,
+                                 seed_everything, set_rng_state)
+from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.jsonl import DEMO, read_jsonl
+from nanorlhf.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.model import flops_per_token
+from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.sft import collate, sft_loss
+from pretrain import resolve_device
+
+
+@dataclass
+class Config:
+    base: str = "out/small/base/ckpt.pt"
+    """pretrained base checkpoint to start from"""
+    data_dir: str = "data/small"
+    """world data folder holding sft.jsonl and val_prompts.jsonl"""
+    demos: str = "sft.jsonl"
+    """demonstration file inside data_dir (public_tasks.jsonl trains the FLAN/T0 analog)"""
+    out_dir: str = "out/small/sft"
+    """where epoch checkpoints, metrics and plots go"""
+    epochs: int = 16
+    """passes over the demonstrations (paper: 16)"""
+    batch_size: int = 32
+    """demonstrations per step"""
+    lr: float = 1e-3
+    """peak learning rate (cosine decay to lr/10)"""
+    warmup: int = 20
+    """linear warmup steps"""
+    weight_decay: float = 0.0
+    """AdamW weight decay"""
+    dropout: float = 0.2
+    """residual dropout while fine-tuning (paper: 0.2)"""
+    grad_clip: float = 1.0
+    """global gradient-norm clip"""
+    val_every: int = 20
+    """every val_every-th demonstration is held out for validation loss"""
+    select_by_rm: str = ""
+    """reward model checkpoint: choose the epoch whose samples it scores highest on validation prompts"""
+    select_prompts: int = 64
+    """validation prompts sampled per epoch when selecting by RM score"""
+    seed: int = 0
+    """seed for data order and dropout"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+    resume: bool = False
+    """continue from out_dir/ckpt.pt after the last finished epoch"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(base="out/tiny/base/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/sft", epochs=2,
+                     batch_size=8, warmup=2, val_every=8, select_prompts=8),
+        "small": dict(),
+    }
+
+
+def load_demos(cfg: Config, tok, block_size: int):
+    rows = read_jsonl(os.path.join(cfg.data_dir, cfg.demos), DEMO)
+    examples = [chat_example(tok, r["prompt"], r["response"]) for r in rows]
+    kept = [e for e in examples if fits(e[0], block_size)]
+    if len(kept) < len(examples):
+        print(f"dropped {len(examples) - len(kept)} demonstrations longer than the context ({block_size})")
+    train = [e for i, e in enumerate(kept) if i % cfg.val_every != cfg.val_every - 1]
+    val = [e for i, e in enumerate(kept) if i % cfg.val_every == cfg.val_every - 1]
+    return train, val
+
+
+@torch.no_grad()
+def val_loss(model, val, cfg: Config, pad_id: int, device: str) -> float:
+    model.eval()
+    total, n = 0.0, 0
+    for i in range(0, len(val), cfg.batch_size):
+        x, y, lm, am = (t.to(device) for t in collate(val[i:i + cfg.batch_size], pad_id))
+        total += sft_loss(model(x, attention_mask=am), y, lm).item() * lm.sum().item()
+        n += lm.sum().item()
+    model.train()
+    return total / max(n, 1)
+
+
+@torch.no_grad()
+def rm_scores_by_epoch(model, tok, cfg: Config, device: str) -> dict[int, float]:
+    """Mean RM score of each epoch's samples on validation prompts (paper §3.5: how SFT is chosen)."""
+    from nanorlhf.evals.preference import fitting, sample_responses
+    from nanorlhf.jsonl import PROMPT
+    from nanorlhf.reward import rm_scores
+    rm, _, rm_ck = load_model(cfg.select_by_rm, device, kind="scalar")
+    rows = read_jsonl(os.path.join(cfg.data_dir, "val_prompts.jsonl"), PROMPT)
+    rows = fitting(rows, tok, model.cfg.block_size, 48)[:cfg.select_prompts]
+    scores = {}
+    for e in range(1, cfg.epochs + 1):
+        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{e}.pt"), weights_only=True))
+        model.eval()
+        texts = sample_responses(model, tok, rows, 48, seed=cfg.seed)
+        scores[e] = sum(rm_scores(rm, tok, r["prompt"], [t], device, rm_ck["extra"]["bias"]).item()
+                        for r, t in zip(rows, texts)) / len(rows)
+    return scores
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+
+    # 1. the base model with residual dropout, and the demonstrations in the chat format
+    model, tok, base_ck = load_model(cfg.base, device, dropout=cfg.dropout)
+    train, val = load_demos(cfg, tok, model.cfg.block_size)
+    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+    max_steps = steps_per_epoch * cfg.epochs
+    print(f"{len(train)} train / {len(val)} val demonstrations, {steps_per_epoch} steps per epoch")
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume)
+    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
+    epoch, step = 0, 0
+    if cfg.resume:
+        ck = load_checkpoint(ckpt_path, map_location=device)
+        check_resume_config(ck, config_dict(cfg), ignore=("resume", "device", "select_by_rm"))
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optim"])
+        set_rng_state(ck["rng"])
+        epoch, step = ck["data_pos"]["epoch"], ck["step"]
+    extra = {"model_config": dataclasses.asdict(model.cfg), "tokenizer": base_ck["extra"]["tokenizer"],
+             "inputs": {cfg.base: file_sha256(cfg.base),
+                        os.path.join(cfg.data_dir, cfg.demos): file_sha256(os.path.join(cfg.data_dir, cfg.demos))}}
+
+    # 2. epochs of next-token loss on response tokens, cosine decay
+    bar = Progress(max_steps, "sft", start_step=step)
+    tokens = 0
+    val_losses = [val_loss(model, val, cfg, tok.pad_id, device)] if epoch == 0 else []
+    if val_losses:
+        log.write(0, **{"val/loss": val_losses[0]})
+        print(f"epoch 0 (base model): val loss {val_losses[0]:.4f}")
+    while epoch < cfg.epochs:
+        order = list(range(len(train)))
+        random.Random(cfg.seed * 1000 + epoch).shuffle(order)
+        for i in range(0, len(order), cfg.batch_size):
+            set_lr(opt, cosine_lr(step, max_steps, cfg.lr, cfg.warmup, cfg.lr / 10))
+            x, y, lm, am = (t.to(device) for t in collate([train[j] for j in order[i:i + cfg.batch_size]], tok.pad_id))
+            loss = sft_loss(model(x, attention_mask=am), y, lm)       # response tokens only
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = clip_grad(model, cfg.grad_clip)
+            if not (math.isfinite(loss.item()) and math.isfinite(gnorm)):
+                raise RuntimeError(f"non-finite SFT loss or gradient at step {step}")
+            opt.step()
+            step += 1
+            tokens += x.numel()
+            if step % 10 == 0:
+                log.write(step, **{"train/loss": loss.item()})
+        epoch += 1
+        vl = val_loss(model, val, cfg, tok.pad_id, device)
+        val_losses.append(vl)
+        log.write(step, **{"val/loss": vl, "epoch": epoch})
+        print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
+        torch.save(model.state_dict(), os.path.join(cfg.out_dir, f"epoch{epoch}.pt"))
+        save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
+                        optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": epoch})
+
+    # 3. choose the epoch (the paper: by RM score on validation prompts, not by validation loss)
+    chosen = cfg.epochs
+    if cfg.select_by_rm:
+        scores = rm_scores_by_epoch(model, tok, cfg, device)
+        chosen = max(scores, key=scores.get)
+        print("RM score by epoch: " + ", ".join(f"{e}: {s:+.3f}" for e, s in scores.items()))
+        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{chosen}.pt"), weights_only=True))
+        extra["rm_scores"] = {str(k): v for k, v in scores.items()}
+    save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
+                    optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": chosen})
+    plot_curves(log.read(), ["train/loss", "val/loss"], os.path.join(cfg.out_dir, "loss.png"), title="SFT")
+    print(f"done: val loss by epoch {[round(v, 4) for v in val_losses]}; chose epoch {chosen} -> {ckpt_path}")
+    return {"val_losses": val_losses, "chosen_epoch": chosen, "ckpt": ckpt_path, "model": model,
+            "flops": flops_per_token(model.cfg) * tokens}
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))
