@@ -8,6 +8,8 @@ Suites (--suite=NAME):
   truthfulness, hallucination, toxicity, bias, alignment_tax, overoptimization, hedging
               the paper's safety and capability findings (nanorlhf/evals/suites.py)
   all         every suite of the line above, written to out_dir/suites.md with its figures
+  ladder      the pipeline's preference ladder again (another --seed / --labeler_seed), from the
+              run folder out_dir, for the sizes named in --sizes
 
     python evaluate.py --suite=all                                  # on the small pipeline's outputs
     python evaluate.py --suite=knowledge --policies=gpt=out/small/base_1m/ckpt.pt
@@ -59,6 +61,8 @@ class Config:
     """seed for sampling responses"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool (another draw of the held-out labelers)"""
+    sizes: str = "1m,100k"
+    """--suite=ladder: the pipeline's model sizes, largest first"""
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
@@ -125,6 +129,25 @@ def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     return out
 
 
+def ladder(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
+    """The pipeline's ladder from its run folder (out_dir), with this run's seeds, into out_dir/ladder_seed*/."""
+    from nanorlhf.evals.context import EvalContext
+    from nanorlhf.evals.ladder import ladder_section
+    from nanorlhf.model import count_params
+    from pipeline import ladder_policies
+    names = cfg.sizes.split(",")
+    folder = os.path.join(cfg.out_dir, f"ladder_seed{cfg.seed}_labelers{cfg.labeler_seed}")
+    os.makedirs(folder, exist_ok=True)
+    ctx = EvalContext(judge, cfg.data_dir, folder, ladder_policies(cfg.out_dir, names), rm=cfg.rm,
+                      device=device, seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_prompts)
+    params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
+    sec = ladder_section(ctx, params, reference=f"sft_{names[0]}", champion=f"ppo_ptx_{names[0]}")
+    print(sec.markdown)
+    with open(os.path.join(folder, "ladder.md"), "w") as f:
+        f.write(sec.markdown)
+    return sec.data
+
+
 def safety_suites(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     """The paper's safety and capability suites; --suite=all writes them all to out_dir/suites.md."""
     from nanorlhf.evals.context import EvalContext
@@ -151,7 +174,7 @@ def main(cfg: Config) -> dict:
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     policies = parse_policies(cfg.policies)
     from nanorlhf.evals.suites import SUITES
-    suites = {"knowledge": knowledge, "preference": preference, "all": safety_suites,
+    suites = {"knowledge": knowledge, "preference": preference, "ladder": ladder, "all": safety_suites,
               **{name: safety_suites for name in SUITES}}
     if cfg.suite not in suites:
         raise SystemExit(f"unknown --suite={cfg.suite}; valid: {', '.join(suites)}")

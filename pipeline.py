@@ -48,6 +48,8 @@ class Config:
     """RM prompts labeled (the comparison budget)"""
     ppo_iterations: int = 40
     """PPO iterations of 64 episodes"""
+    ppo_beta: float = 0.1
+    """KL penalty coefficient (paper: 0.02; see README for why the toy needs more)"""
     ptx_coef: float = 1.0
     """gamma_ptx of PPO-ptx"""
     n_eval: int = 300
@@ -158,7 +160,8 @@ def main(cfg: Config) -> dict:
         for stage, ptx in ((f"ppo_{s}", 0.0), (f"ppo_ptx_{s}", cfg.ptx_coef)):
             pc = parse_config(train_ppo.Config, common + [f"--sft={out}/sft_{s}/ckpt.pt", f"--rm={out}/rm/ckpt.pt",
                                                           f"--data_dir={data}", f"--out_dir={out}/{stage}",
-                                                          f"--iterations={cfg.ppo_iterations}", f"--ptx_coef={ptx}"])
+                                                          f"--iterations={cfg.ppo_iterations}", f"--ptx_coef={ptx}",
+                                                          f"--beta={cfg.ppo_beta}"])
             st.run(stage, train_ppo.main, pc, [f"{out}/sft_{s}/ckpt.pt", f"{out}/rm/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
 
     # 5. evaluation: the ladder, then the suites, then report.md
@@ -168,11 +171,7 @@ def main(cfg: Config) -> dict:
     from nanorlhf.model import count_params
     from pretrain import resolve_device
     t = time.time()
-    policies = {}
-    for s in names:
-        policies.update({f"gpt_{s}": f"{out}/base_{s}/ckpt.pt", f"flan_{s}": f"{out}/flan_{s}/ckpt.pt",
-                         f"sft_{s}": f"{out}/sft_{s}/ckpt.pt", f"ppo_{s}": f"{out}/ppo_{s}/ckpt.pt",
-                         f"ppo_ptx_{s}": f"{out}/ppo_ptx_{s}/ckpt.pt"})
+    policies = ladder_policies(out, names)
     ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, policies, rm=f"{out}/rm/ckpt.pt",
                       device=resolve_device(cfg.device), seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
@@ -183,6 +182,16 @@ def main(cfg: Config) -> dict:
     path = write_report(out, cfg, st.log, sections, stage_flops(st.log, params), total)
     print(f"\npipeline done in {total / 60:.1f} min -> {path}")
     return {"report": path, "seconds": total, "sections": sections}
+
+
+def ladder_policies(out: str, names: list[str]) -> dict[str, str]:
+    """name -> checkpoint of every policy on the ladder, for each size."""
+    policies = {}
+    for s in names:
+        policies.update({f"gpt_{s}": f"{out}/base_{s}/ckpt.pt", f"flan_{s}": f"{out}/flan_{s}/ckpt.pt",
+                         f"sft_{s}": f"{out}/sft_{s}/ckpt.pt", f"ppo_{s}": f"{out}/ppo_{s}/ckpt.pt",
+                         f"ppo_ptx_{s}": f"{out}/ppo_ptx_{s}/ckpt.pt"})
+    return policies
 
 
 def suite_sections(ctx, cfg: Config, names: list[str]) -> list:

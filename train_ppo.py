@@ -30,7 +30,8 @@ from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.optim import clip_grad, make_optimizer
-from nanorlhf.rollout import PromptSampler, diagnose, make_experience, ptx_batches, rollout, show_samples
+from nanorlhf.rollout import (PromptSampler, diagnose, make_experience, ppo_step_loss, ptx_batches, rollout,
+                              show_samples)
 from pretrain import resolve_device
 
 
@@ -199,30 +200,6 @@ def main(cfg: Config) -> dict:
     print(f"done: {it} iterations, {guard.skipped} skipped steps -> {ckpt_path}")
     return {"metrics": log.read(), "ckpt": ckpt_path, "policy": policy, "value": value, "skipped": guard.skipped,
             "flops": flops}
-
-
-def ppo_step_loss(policy, value, exp, idx, cfg: Config, ptx):
-    """One minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
-    tokens, am, rm_ = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
-    logits = policy(tokens, attention_mask=am)                                     # (b, T, V)
-    logprobs = ppo.token_logprobs(logits, tokens, cfg.temperature)                # (b, T)
-    pg_loss, s = ppo.policy_loss(logprobs, exp["logprobs"][idx], exp["advantages"][idx], rm_, cfg.clip)
-    values = ppo.align_values(value(tokens, attention_mask=am))                    # (b, T)
-    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], rm_, cfg.clip)
-    loss = pg_loss + cfg.vf_coef * vf_loss
-    s.update(vs)
-    s = {"ppo/" + k: v for k, v in s.items()}
-    s["ppo/policy_loss"], s["val/value_loss"] = pg_loss.item(), vf_loss.item()
-    s["val/explained_var"] = ppo.explained_variance(values.detach(), exp["returns"][idx], rm_)
-    s["objective/entropy"] = ppo.entropy_from_logits(logits[:, :-1].detach(), rm_[:, 1:]).item()
-    if ptx is not None:
-        # InstructGPT eq. 2: + gamma_ptx * E_pretrain[log pi_RL(x)]
-        x, y = ptx.next()
-        x, y = x.to(tokens.device), y.to(tokens.device)
-        lm = ppo.ptx_loss(policy(x), y, torch.ones_like(y))
-        loss = loss + cfg.ptx_coef * lm
-        s["ptx/loss"] = lm.item()
-    return loss, s
 
 
 if __name__ == "__main__":

@@ -76,8 +76,6 @@ class Config:
     """labeler groups to hold out in turn for the held-out-labeler test (0 = skip, 5 = all)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
-    world_seed: int = 0
-    """seed the world data was built with"""
     seed: int = 0
     """seed for sampling and batch order"""
     device: str = "cpu"

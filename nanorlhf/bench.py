@@ -5,6 +5,9 @@ without the KV cache, and peak memory.
     python -m nanorlhf.bench --preset=1m            # ~1M params, about 1-2 minutes on 2 CPU cores
     python -m nanorlhf.bench --preset=tiny          # seconds
 
+It also times one PPO iteration (issue: episodes/s at batch 64, 32-token prompts,
+48-token responses, one epoch over one minibatch) and says where the time goes.
+
 MFU = achieved training FLOP/s / measured fp32 matmul FLOP/s of this device
 (nanorlhf.metrics.measure_matmul_peak), with FLOPs per token from
 model.flops_per_token (6N + 12 L C T + 6 C V, PaLM appendix B). The denominator is
@@ -57,11 +60,13 @@ class BenchConfig:
     "prompt length for generation"
     new_tokens: int = 128
     "tokens sampled per prompt"
+    ppo_new_tokens: int = 48
+    "response length of the PPO benchmark"
     device: str = "auto"
     "cpu, cuda or auto"
     PRESETS: ClassVar[dict] = {
         "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=64, vocab_size=64, train_len=32,
-                     train_steps=3, gen_batch=8, prompt_len=8, new_tokens=16),
+                     train_steps=3, gen_batch=8, prompt_len=8, new_tokens=16, ppo_new_tokens=8),
         "1m": {},
     }
 
@@ -140,9 +145,46 @@ def main(bench: BenchConfig):
     print(f"generate batch {bench.gen_batch}, prompt {bench.prompt_len}, {bench.new_tokens} new: "
           f"KV cache {gen['cache']:,.0f} tokens/s, naive {gen['naive']:,.0f} tokens/s, "
           f"speed-up {gen['speedup']:.1f}x")
+    ppo = bench_ppo(cfg, bench.gen_batch, bench.prompt_len, bench.ppo_new_tokens, device)
+    print(f"PPO iteration, batch {bench.gen_batch}, prompt {bench.prompt_len}, {bench.ppo_new_tokens} new tokens, "
+          f"policy + reference + RM + value of this size: {ppo['episodes_per_s']:.1f} episodes/s "
+          f"(generate {ppo['generate_s']:.2f}s, score {ppo['score_s']:.2f}s, update {ppo['update_s']:.2f}s)")
     print(f"peak memory: {peak_memory_mb(device):,.0f} MiB")
-    return dict(train_tokens_per_s=tps, mfu=flops / peak, **{f"gen_{k}": v for k, v in gen.items()})
+    return dict(train_tokens_per_s=tps, mfu=flops / peak, **{f"gen_{k}": v for k, v in gen.items()},
+                **{f"ppo_{k}": v for k, v in ppo.items()})
 
 
 if __name__ == "__main__":
     main(parse_config(BenchConfig, sys.argv[1:]))
+
+
+def bench_ppo(cfg: GPTConfig, batch: int = 64, prompt_len: int = 32, new_tokens: int = 48, device="cpu") -> dict:
+    """Episodes/s of one PPO iteration (policy, reference, RM and value all of size cfg): rollout with the
+    KV cache, scoring (4 forward passes), GAE, one PPO epoch over one minibatch of the whole batch."""
+    from types import SimpleNamespace
+    from nanorlhf.model import ScalarHeadModel
+    from nanorlhf.rollout import make_experience, ppo_step_loss
+    torch.manual_seed(0)
+    policy, ref = GPT(cfg).to(device), GPT(cfg).to(device)
+    rm, value = ScalarHeadModel(cfg).to(device).eval(), ScalarHeadModel(cfg).to(device)
+    opt = make_optimizer(torch.nn.ModuleList([policy, value]), lr=1e-5)
+    pcfg = SimpleNamespace(temperature=1.0, gamma=1.0, lam=0.95, clip=0.2, vf_coef=0.5)
+    prompts = torch.randint(cfg.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(0)).tolist()
+    times = {"generate": 0.0, "score": 0.0, "update": 0.0}
+    for it in range(3):  # the first iteration warms up; the last two are timed
+        t0 = time.perf_counter()
+        ro = generate(policy, prompts, new_tokens, generator=torch.Generator().manual_seed(it))
+        t1 = time.perf_counter()
+        exp = make_experience(policy, ref, rm, value, ro, 0.0, 0.02, pcfg)
+        t2 = time.perf_counter()
+        loss, _ = ppo_step_loss(policy, value, exp, torch.arange(batch), pcfg, None)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        _sync(device)
+        t3 = time.perf_counter()
+        if it:
+            for k, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2)):
+                times[k] += dt / 2
+    total = sum(times.values())
+    return {"episodes_per_s": batch / total, **{f"{k}_s": v for k, v in times.items()}}

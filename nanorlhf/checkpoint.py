@@ -24,12 +24,12 @@ import hashlib
 import os
 import pickle
 import random
-import tempfile
 
 import numpy as np
 import torch
 
 from nanorlhf.config import config_diff, config_hash
+from nanorlhf.fileio import atomic_write
 
 
 class CheckpointError(RuntimeError):
@@ -86,25 +86,7 @@ def save_checkpoint(path, *, model: dict, config: dict, step: int = 0, optim: di
 
 
 def atomic_torch_save(obj, path) -> None:
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pt")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    dir_fd = os.open(folder, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def load_checkpoint(path, map_location="cpu") -> dict:

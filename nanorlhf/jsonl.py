@@ -15,10 +15,11 @@ Example:
 import json
 import math
 import os
-import secrets
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterator
+
+from nanorlhf.fileio import atomic_write
 
 RANKING = "ranking"  # field type: groups of completion indices, best group first
 
@@ -320,25 +321,8 @@ def write_jsonl(path, rows, schema=None) -> None:
             lines.append(_dumps(row, schema) + b"\n")
         except DataError as e:
             raise e.at(path, i + 1) from None
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"".join(lines))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    try:  # make the rename itself durable (POSIX; not possible on Windows)
-        dir_fd = os.open(folder, os.O_RDONLY)
-        os.fsync(dir_fd)
-        os.close(dir_fd)
-    except OSError:
-        pass
+    data = b"".join(lines)
+    atomic_write(path, lambda f: f.write(data))
 
 
 def _end_torn_tail(path):

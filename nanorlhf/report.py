@@ -53,8 +53,9 @@ def write_report(out: str, cfg, log: dict, sections: list, flops: dict, seconds:
     md = [f"# nanorlhf report: `{out}`", "",
           f"`python pipeline.py " + " ".join(f"--{k}={v}" for k, v in dataclasses.asdict(cfg).items()
                                           if k in ("preset", "seed", "labeler_seed")) + "`", "",
-          f"Total wall-clock {seconds / 60:.1f} min on {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} torch threads.", "",
+          f"This invocation took {seconds / 60:.1f} min; the stages' own wall-clocks (as each last ran, "
+          f"reused ones included) add up to {sum(e.get('seconds', 0) for e in log.values()) / 60:.1f} min "
+          f"on {platform.machine()} with {torch.get_num_threads()} torch threads.", "",
           "## Compute per stage", "", compute_section(log, flops, big), "",
           "## Reward model", "", rm_table(log), ""]
     for s in sections:

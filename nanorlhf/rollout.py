@@ -1,7 +1,7 @@
 """The experience side of PPO: prompts in, scored and advantaged episodes out.
 
 train_ppo.py calls these in the paper's order: `rollout` (step 1) then
-`make_experience` (steps 2-4). Everything here runs without gradients.
+`make_experience` (steps 2-4), then `ppo_step_loss` per minibatch (step 5).
 
 Example:
     ro = rollout(policy, tok, prompts.next(64), cfg, generator)
@@ -85,6 +85,30 @@ def make_experience(policy, ref, rm, value, ro: Rollout, rm_bias: float, beta: f
     return {"tokens": tokens, "attention_mask": am, "response_mask": resp, "logprobs": logprobs,
             "ref_logprobs": ref_logprobs, "values": values, "returns": returns, "advantages": advantages,
             "score": score, "kl": kl, "length": resp.sum(1).float()}
+
+
+def ppo_step_loss(policy, value, exp, idx, cfg, ptx):
+    """One minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
+    tokens, am, rm_ = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
+    logits = policy(tokens, attention_mask=am)                                     # (b, T, V)
+    logprobs = ppo.token_logprobs(logits, tokens, cfg.temperature)                # (b, T)
+    pg_loss, s = ppo.policy_loss(logprobs, exp["logprobs"][idx], exp["advantages"][idx], rm_, cfg.clip)
+    values = ppo.align_values(value(tokens, attention_mask=am))                    # (b, T)
+    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], rm_, cfg.clip)
+    loss = pg_loss + cfg.vf_coef * vf_loss
+    s.update(vs)
+    s = {"ppo/" + k: v for k, v in s.items()}
+    s["ppo/policy_loss"], s["val/value_loss"] = pg_loss.item(), vf_loss.item()
+    s["val/explained_var"] = ppo.explained_variance(values.detach(), exp["returns"][idx], rm_)
+    s["objective/entropy"] = ppo.entropy_from_logits(logits[:, :-1].detach(), rm_[:, 1:]).item()
+    if ptx is not None:
+        # InstructGPT eq. 2: + gamma_ptx * E_pretrain[log pi_RL(x)]
+        x, y = ptx.next()
+        x, y = x.to(tokens.device), y.to(tokens.device)
+        lm = ppo.ptx_loss(policy(x), y, torch.ones_like(y))
+        loss = loss + cfg.ptx_coef * lm
+        s["ptx/loss"] = lm.item()
+    return loss, s
 
 
 def ptx_batches(cfg, tok, block_size: int):

@@ -163,6 +163,41 @@ def bars_plot(h2h: dict, champion: str, path: str) -> None:
     plt.close(fig)
 
 
+def findings(table: dict, sizes: dict[str, float], reference: str) -> list[str]:
+    """The paper's §4.1 claims, each checked on the measured win rates (reproduced or not, with numbers)."""
+    def rate(n):
+        return 0.5 if n == reference else table[n]["win"]["rate"] if n in table else float("nan")
+
+    def mark(ok):
+        return "reproduced" if ok else "NOT reproduced"
+    out = []
+    for s in sizes:
+        seq = [rate(f"{m}_{s}") for m in ("gpt", "gpt_prompted", "sft", "ppo")]
+        ok = all(a < b for a, b in zip(seq, seq[1:]))
+        out.append(f"- ladder GPT < GPT prompted < SFT < PPO at `{s}` ({', '.join(f'{x:.0%}' for x in seq)}): {mark(ok)}")
+    small, big = list(sizes)[-1], list(sizes)[0]
+    if small != big:
+        a, b = rate(f"ppo_ptx_{small}"), rate(f"gpt_{big}")
+        out.append(f"- the {small} PPO-ptx model preferred to the {big} GPT ({a:.0%} vs {b:.0%}): {mark(a > b)}")
+    for s in sizes:
+        a, b = rate(f"flan_{s}"), rate(f"sft_{s}")
+        out.append(f"- FLAN/T0 analog below SFT at `{s}` ({a:.0%} vs {b:.0%}): {mark(a < b)}")
+    names = [n for n in table if "win" in table[n]]
+    held = sorted(names, key=lambda n: table[n]["win"]["rate"])
+    train = sorted(names, key=lambda n: table[n]["win_train_labelers"])
+    agree = sum((table[x]["win"]["rate"] < table[y]["win"]["rate"]) == (table[x]["win_train_labelers"] <
+                table[y]["win_train_labelers"]) for i, x in enumerate(names) for y in names[i + 1:])
+    n_pairs = len(names) * (len(names) - 1) // 2
+    out.append(f"- held-out and training labelers order the policies alike: {agree}/{n_pairs} pairs of policies "
+               f"in the same order (best by held-out: {held[-1]}, by training: {train[-1]}): "
+               f"{mark(agree >= 0.8 * n_pairs)}")
+    h = table.get(f"ppo_ptx_{big}", {}).get("flags", {}).get("hallucination")
+    g = table.get(f"gpt_{big}", {}).get("flags", {}).get("hallucination")
+    if h is not None and g is not None:
+        out.append(f"- closed-domain hallucination of PPO-ptx below the base model's ({h:.0%} vs {g:.0%}): {mark(h < g)}")
+    return out
+
+
 def pct(w: dict) -> str:
     return f"{w['rate']:.0%} [{w['lo']:.0%}, {w['hi']:.0%}]"
 
@@ -188,6 +223,7 @@ def ladder_section(ctx, sizes: dict[str, float], reference: str, champion: str) 
         tr = f"{r['win_train_labelers']:.0%}" if "win" in r else ""
         md.append(f"| {name} | {win} | {tr} | {r['likert']:.2f} | {r['gold']:+.2f} | {r.get('rm', float('nan')):+.2f} | "
                   + " | ".join(f"{r['flags'].get(k, float('nan')):.0%}" for k in flag_names) + " |")
+    md += ["", "The paper's findings, checked on these numbers:", ""] + findings(table, sizes, reference)
     md += ["", f"Head to head, `{champion}` against:", "", "| rival | preferred |", "|---|---|"]
     md += [f"| {n} | {pct(w)} |" for n, w in h2h.items()]
     cats = sorted({c for r in table.values() if "win" in r for c in r["win"]["by_category"]})

@@ -1,0 +1,38 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of one (reliability.md check 2).
+
+Temp file in the same folder, flush, fsync, os.replace, then fsync the folder so the
+rename itself is durable. Used by checkpoints, JSONL data files and exports.
+
+Example:
+    atomic_write("out/x.json", lambda f: f.write(b"{}"))
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from typing import BinaryIO, Callable
+
+
+def atomic_write(path, write: Callable[[BinaryIO], None]) -> None:
+    """Call write(f) on a temp file beside path, then move it into place; on any error no temp file is left."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:  # make the rename itself durable (POSIX; not possible on Windows)
+        dir_fd = os.open(folder, os.O_RDONLY)
+        os.fsync(dir_fd)
+        os.close(dir_fd)
+    except OSError:
+        pass
