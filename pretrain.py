@@ -230,7 +230,8 @@ def main(cfg: Config) -> dict:
     final_val = val_loss(model, val_stream, cfg, device)
     print(f"done: {step} steps, final train loss {losses[-1] if losses else float('nan'):.4f}, "
           f"val loss {final_val:.4f} -> {ckpt_path}")
-    return {"losses": losses, "val_loss": final_val, "ckpt": ckpt_path, "model": model}
+    return {"losses": losses, "val_loss": final_val, "ckpt": ckpt_path, "model": model,
+            "flops": flops_tok * cfg.batch_size * cfg.block_size * step}
 
 
 if __name__ == "__main__":
