@@ -154,8 +154,6 @@ def main(bench: BenchConfig):
                 **{f"ppo_{k}": v for k, v in ppo.items()})
 
 
-if __name__ == "__main__":
-    main(parse_config(BenchConfig, sys.argv[1:]))
 
 
 def bench_ppo(cfg: GPTConfig, batch: int = 64, prompt_len: int = 32, new_tokens: int = 48, device="cpu") -> dict:
@@ -188,3 +186,7 @@ def bench_ppo(cfg: GPTConfig, batch: int = 64, prompt_len: int = 32, new_tokens:
                 times[k] += dt / 2
     total = sum(times.values())
     return {"episodes_per_s": batch / total, **{f"{k}_s": v for k, v in times.items()}}
+
+
+if __name__ == "__main__":
+    main(parse_config(BenchConfig, sys.argv[1:]))
