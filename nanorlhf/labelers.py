@@ -115,7 +115,9 @@ class LabelerPool:
             agree = []
             for feats in items:
                 gold = [researcher.utility(f) for f in feats]
-                agree.append(pair_agreement(lab.rank(feats, rng), ranks_from_scores(gold)))
+                a = pair_agreement(lab.rank(feats, rng), ranks_from_scores(gold))
+                if not math.isnan(a):  # an item whose researcher ranking is all ties says nothing
+                    agree.append(a)
             self.screening[lab.id] = sum(agree) / len(agree)
         self.train = [l for l in self.candidates if self.screening[l.id] >= cutoff]
 

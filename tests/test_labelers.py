@@ -65,3 +65,12 @@ def test_evaluation_instructions_put_truthfulness_and_harmlessness_first():
     lab_eval = Labeler("x", dict(BASE_WEIGHTS), 1.0, instructions=dict(EVAL_INSTRUCTIONS))
     assert lab.utility(toxic_helpful) - lab.utility(polite_unhelpful) > \
         lab_eval.utility(toxic_helpful) - lab_eval.utility(polite_unhelpful)
+
+
+def test_screening_skips_items_the_researchers_leave_all_tied():
+    """An item whose researcher ranking is one big tie is skipped, so no screening score is NaN (any seed)."""
+    pool = LabelerPool.build(seed=1)
+    tied = [[{"attempted": 1.0}, {"attempted": 1.0}]]
+    clear = [[{"attempted": 1.0}, {"attempted": 0.0}, {"attempted": 0.5}]]
+    pool.screen(tied + clear * 5)
+    assert all(v == v for v in pool.screening.values()) and pool.train
