@@ -54,6 +54,8 @@ class Config:
     """gamma_ptx of PPO-ptx"""
     n_eval: int = 300
     """test prompts in the evaluation"""
+    sweeps: bool = False
+    """also train PPO at other beta and gamma_ptx for the largest size: the paper's sweeps (about 8 min more)"""
     suites: str = "all"
     """evaluation suites beyond the ladder (all, none, or comma-separated names)"""
     seed: int = 0
@@ -164,6 +166,20 @@ def main(cfg: Config) -> dict:
                                                           f"--beta={cfg.ppo_beta}"])
             st.run(stage, train_ppo.main, pc, [f"{out}/sft_{s}/ckpt.pt", f"{out}/rm/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
 
+    # 4b. the sweeps of the alignment-tax section: gamma_ptx up, and beta up instead of ptx
+    sweep_runs = {}
+    if cfg.sweeps:
+        for stage, beta, ptx in ((f"ppo_beta0.02_{big}", 0.02, 0.0), (f"ppo_beta0.3_{big}", 0.3, 0.0),
+                                 (f"ppo_ptx4_{big}", cfg.ppo_beta, 4.0)):
+            pc = parse_config(train_ppo.Config, common + [f"--sft={out}/sft_{big}/ckpt.pt", f"--rm={out}/rm/ckpt.pt",
+                                                          f"--data_dir={data}", f"--out_dir={out}/{stage}",
+                                                          f"--iterations={cfg.ppo_iterations}", f"--ptx_coef={ptx}",
+                                                          f"--beta={beta}"])
+            st.run(stage, train_ppo.main, pc, [f"{out}/sft_{big}/ckpt.pt", f"{out}/rm/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
+            sweep_runs[stage] = (f"{out}/{stage}/ckpt.pt", beta, ptx)
+        sweep_runs[f"ppo_{big}"] = (f"{out}/ppo_{big}/ckpt.pt", cfg.ppo_beta, 0.0)
+        sweep_runs[f"ppo_ptx_{big}"] = (f"{out}/ppo_ptx_{big}/ckpt.pt", cfg.ppo_beta, cfg.ptx_coef)
+
     # 5. evaluation: the ladder, then the suites, then report.md
     from nanorlhf.evals.context import EvalContext
     from nanorlhf.evals.ladder import ladder_section
@@ -177,6 +193,9 @@ def main(cfg: Config) -> dict:
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
     sections = [ladder_section(ctx, params, reference=f"sft_{big}", champion=f"ppo_ptx_{big}")]
     sections += suite_sections(ctx, cfg, names)
+    if sweep_runs:
+        from nanorlhf.evals.alignment_tax import sweep_sections
+        sections += sweep_sections(ctx, sweep_runs, big)
     st.log["evaluate"] = {"seconds": time.time() - t}
     total = time.time() - t0
     path = write_report(out, cfg, st.log, sections, stage_flops(st.log, params), total)

@@ -22,3 +22,14 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
     assert set(data["stages"]) >= {"base_a", "sft_a", "flan_a", "rm", "ppo_a", "ppo_ptx_a", "evaluate"}
     again = pipeline.main(parse_config(pipeline.Config, flags))  # every stage is up to date now
     assert os.path.exists(again["report"])
+    # evaluate.py on the same outputs: the preference table, the knowledge probe and the ladder again
+    import evaluate
+    run = os.path.join(tmp_path, "out", "tiny")
+    common = ["--preset=tiny", f"--out_dir={run}", f"--data_dir={tmp_path}/data/tiny", f"--rm={run}/rm/ckpt.pt",
+              f"--policies=gpt={run}/base_a/ckpt.pt,sft={run}/sft_a/ckpt.pt,ppo={run}/ppo_a/ckpt.pt"]
+    pref = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference"]))
+    assert 0 <= pref["ppo"]["win"]["rate"] <= 1 and "gold" in pref["sft"]
+    know = evaluate.main(parse_config(evaluate.Config, common + ["--suite=knowledge"]))
+    assert 0 <= know["gpt"]["attempt_rate"]["all"] <= 1
+    lad = evaluate.main(parse_config(evaluate.Config, common + ["--suite=ladder", "--sizes=a,b", "--seed=1"]))
+    assert "sft_a" in lad["table"]

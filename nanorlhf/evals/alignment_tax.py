@@ -157,3 +157,25 @@ def sweep_table(ctx, runs: dict, knob: str = "gamma_ptx", reward_name: str = "go
             f"(gamma_ptx) recovers capability at little reward cost; a larger KL coefficient beta does not.\n\n"
             + table)
     return Section(f"Alignment tax vs reward: {knob} sweep", text, figs, res)
+
+
+def sweep_sections(ctx, runs: dict, big: str) -> list:
+    """gamma_ptx and beta sweeps: capability index (GPT = 100) against gold reward on test prompts.
+
+    runs: {name: (checkpoint, beta, gamma_ptx)}; the gamma_ptx sweep holds beta at that of
+    "ppo_ptx_<big>", the beta sweep holds gamma_ptx at 0. Policies named gpt_<big> in ctx.
+    """
+    from nanorlhf.evals.context import EvalContext
+    from nanorlhf.evals.ladder import test_rows
+    from nanorlhf.evals.preference import gold_mean, sample_responses
+    from nanorlhf.checkpoint import load_model
+    sub = EvalContext(ctx.judge, ctx.data_dir, ctx.out_dir, {"gpt": ctx.policies[f"gpt_{big}"]}, rm=ctx.rm,
+                      device=ctx.device, seed=ctx.seed, labeler_seed=ctx.labeler_seed, n=200)
+    rows, gold = None, {}
+    for name, (path, _, _) in runs.items():
+        model, tok, _ = load_model(path, ctx.device)
+        rows = rows or test_rows(ctx, tok, model.cfg.block_size)
+        gold[name] = gold_mean(ctx.judge, rows, sample_responses(model.eval(), tok, rows, seed=ctx.seed))
+    ptx = {k: (p, g, gold[k]) for k, (p, b, g) in runs.items() if b == runs[f"ppo_ptx_{big}"][1]}
+    beta = {k: (p, b, gold[k]) for k, (p, b, g) in runs.items() if g == 0.0}
+    return [sweep_table(sub, ptx, knob="gamma_ptx"), sweep_table(sub, beta, knob="beta")]
