@@ -1,0 +1,149 @@
+"""Direct Preference Optimisation (Rafailov et al. 2023): the policy fit to the comparisons directly.
+
+No reward model and no RL loop: the SFT model is fine-tuned on the same K-way
+rankings the RM was trained on (out/<scale>/rm/comparisons.jsonl), each expanded
+to its untied pairs, against a frozen copy of itself (pi_ref = pi_SFT):
+
+  1. load      policy and frozen reference, both the SFT checkpoint (dropout off, so the
+               first loss is exactly log 2)
+  2. batch     B prompts, each with all its K completions (one batch element, as for the RM)
+  3. loss      -log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))])
+               with sequence log-probs summed over response tokens (nanorlhf/dpo.py)
+  4. log       loss, implicit reward margin and pairwise accuracy (dpo/*) to metrics.jsonl
+  5. validate  implicit-reward accuracy on held-out comparisons (val_comparisons.jsonl)
+  6. save      a policy checkpoint load_model reads, like SFT's and PPO's
+
+    python train_dpo.py --preset=tiny                                # seconds
+    python train_dpo.py --preset=small --beta=0.1                   # ~190 steps, a few minutes on 2 cores
+    python train_dpo.py --preset=small --beta=0.3 --out_dir=out/small/dpo_b0.3
+
+beta plays the part of PPO's KL coefficient: small beta lets the policy move far from pi_SFT.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from nanorlhf import dpo
+from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
+from nanorlhf.comparisons import load_comparisons
+from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from pretrain import resolve_device
+
+
+@dataclass
+class Config:
+    sft: str = "out/small/sft/ckpt.pt"
+    """SFT checkpoint: the initial policy and the frozen reference pi_ref"""
+    comparisons: str = "out/small/rm/comparisons.jsonl"
+    """K-way rankings to fit (the RM's training comparisons)"""
+    val_comparisons: str = "out/small/rm/val_comparisons.jsonl"
+    """held-out comparisons for the implicit-reward accuracy ('' to skip)"""
+    out_dir: str = "out/small/dpo"
+    """where the checkpoint, metrics and plots go"""
+    beta: float = 0.1
+    """DPO temperature: the strength of the implicit KL constraint to pi_ref"""
+    lr: float = 1e-4
+    """peak learning rate (cosine decay to lr/10)"""
+    epochs: int = 1
+    """passes over the comparisons"""
+    max_steps: int = 0
+    """stop after this many steps (0 = all epochs)"""
+    batch_prompts: int = 8
+    """prompts (each with all its K completions) per gradient step"""
+    grad_clip: float = 1.0
+    """global gradient-norm clip"""
+    val_prompts: int = 100
+    """held-out comparisons used for validation accuracy"""
+    log_every: int = 10
+    """steps between metric lines"""
+    seed: int = 0
+    """seed for batch order"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(sft="out/tiny/sft/ckpt.pt", comparisons="out/tiny/rm/comparisons.jsonl",
+                     val_comparisons="out/tiny/rm/val_comparisons.jsonl", out_dir="out/tiny/dpo",
+                     batch_prompts=4, val_prompts=8, log_every=1),
+        "small": dict(),
+    }
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    t_start = time.time()
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+
+    # 1. policy and frozen reference, both pi_SFT
+    policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
+    ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
+    ref.requires_grad_(False).eval()
+    cmp = dpo.usable(load_comparisons(cfg.comparisons))
+    steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
+    steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
+    print(f"{len(cmp)} comparisons ({sum(len(c['completions']) for c in cmp)} completions), {steps} steps")
+    opt = make_optimizer(policy, cfg.lr, weight_decay=0.0)
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
+    bar, g, step = Progress(steps, "dpo"), torch.Generator().manual_seed(cfg.seed), 0
+    policy.train()
+    while step < steps:
+        for idx in torch.randperm(len(cmp), generator=g).split(cfg.batch_prompts):
+            if step >= steps:
+                break
+            # 2-3. each prompt's K-way ranking is one batch element; DPO loss over its untied pairs
+            set_lr(opt, cosine_lr(step, steps, cfg.lr, warmup=max(1, steps // 20), min_lr=cfg.lr / 10))
+            loss, s = dpo.comparison_loss(policy, ref, tok, [cmp[i] for i in idx.tolist()], cfg.beta, device)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = clip_grad(policy, cfg.grad_clip)
+            if not (math.isfinite(loss.item()) and math.isfinite(gnorm)):
+                raise RuntimeError(f"non-finite DPO loss or gradient at step {step}")
+            opt.step()
+            step += 1
+            # 4. log: the loss, and the implicit reward beta * log(pi / pi_ref) of chosen vs rejected
+            if step % cfg.log_every == 0 or step == steps:
+                m = {"dpo/loss": loss.item(), **{f"dpo/{k}": v for k, v in s.items()}, "dpo/grad_norm": gnorm}
+                log.write(step, **m)
+                print(bar.line(step, loss=loss.item(), margin=s["margin"], acc=s["accuracy"]))
+
+    # 5. validate: does the implicit reward order held-out comparisons like the labelers did?
+    report = {"n_comparisons": len(cmp), "steps": step, "beta": cfg.beta}
+    if cfg.val_comparisons and os.path.exists(cfg.val_comparisons):
+        val = dpo.usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts]
+        policy.eval()
+        with torch.no_grad():
+            _, vs = dpo.comparison_loss(policy, ref, tok, val, cfg.beta, device)
+        report.update({"val_accuracy": vs["accuracy"], "val_margin": vs["margin"]})
+        log.write(step, **{"val/dpo_accuracy": vs["accuracy"], "val/dpo_margin": vs["margin"]})
+        print(f"held-out implicit-reward accuracy {vs['accuracy']:.3f} (margin {vs['margin']:+.3f}) "
+              f"on {len(val)} comparisons")
+
+    # 6. save a policy checkpoint (loadable by load_model, like SFT's and PPO's)
+    report["wall_s"] = time.time() - t_start
+    extra = {"model_config": dataclasses.asdict(policy.cfg), "tokenizer": sft_ck["extra"]["tokenizer"],
+             "report": report, "lineage": {"human_labels": len(cmp), "ai_labels": 0, "wall_s": report["wall_s"]},
+             "inputs": {p: file_sha256(p) for p in (cfg.sft, cfg.comparisons)}}
+    ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
+    save_checkpoint(ckpt, model=policy.state_dict(), config=config_dict(cfg), step=step, extra=extra)
+    with open(os.path.join(cfg.out_dir, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    plot_curves(log.read(), ["dpo/loss", "dpo/margin", "dpo/accuracy"], os.path.join(cfg.out_dir, "curves.png"),
+                title=f"DPO (beta={cfg.beta})")
+    print(f"done: {step} steps in {report['wall_s']:.0f}s -> {ckpt}")
+    return {"metrics": log.read(), "report": report, "ckpt": ckpt, "policy": policy}
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))

@@ -1,0 +1,191 @@
+"""Iterated online RLHF (Christiano et al. 2017; Bai et al. 2022), and RLAIF with a hybrid preference model.
+
+Christiano et al. ran three loops at once: the policy acts, comparisons are
+collected on its behaviour, the reward predictor is refit. Bai et al. (2022)
+ran the same thing in rounds ("iterated online"), so the preference model keeps
+up with the policy's own samples. Each round here:
+
+  1. collect  K = 4..9 samples of the CURRENT policy for fresh RM prompts, ranked by one
+              simulated training labeler each (prompts_per_round: the label budget per round);
+              with ai_pairs_per_round > 0, also harmlessness pairs of the current policy labeled
+              by the feedback model (nanorlhf/feedback.py; Constitutional AI / RLAIF)
+  2. fit      the preference model on ALL comparisons so far, fine-tuned from the last
+              round's (from the SFT trunk in round 1); the bias re-centred on demonstrations
+  3. PPO      ppo_iterations more iterations of train_ppo.main from the current policy
+              against the new PM; the KL reference stays pi_SFT throughout
+
+Three runs of the lineage are this one loop with different flags:
+
+    python train_iterated.py --preset=small                                    # iterated: 3 rounds x 100 prompts
+    python train_iterated.py --preset=small --rounds=1 --prompts_per_round=300 --ppo_iterations=60 \\
+        --out_dir=out/small/upfront          # the same budget spent once up front (= train_rm --max_prompts=300, then PPO)
+    python train_iterated.py --preset=small --rounds=1 --prompts_per_round=0 --ai_pairs_per_round=600 \\
+        --comparisons=out/small/rm/comparisons.jsonl --ppo_iterations=60 --out_dir=out/small/rlaif   # RLAIF hybrid PM
+
+Writes out_dir/rm{r}.pt, out_dir/comparisons.jsonl (all so far), out_dir/ppo/ (the policy) and report.json.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+import train_ppo
+from nanorlhf import feedback
+from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
+from nanorlhf.comparisons import label, load_comparisons, sample_completions
+from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.jsonl import DEMO, read_jsonl, write_jsonl
+from nanorlhf.judge import Judge
+from nanorlhf.model import ScalarHeadModel
+from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
+from nanorlhf.rollout import PromptSampler
+from pretrain import resolve_device
+
+
+@dataclass
+class Config:
+    sft: str = "out/small/sft/ckpt.pt"
+    """SFT checkpoint: the first policy, the PM trunk, the KL reference"""
+    data_dir: str = "data/small"
+    """world data folder holding rm_prompts.jsonl, ppo_prompts.jsonl, sft.jsonl"""
+    out_dir: str = "out/small/iterated"
+    """where PMs, comparisons, the PPO run and the report go"""
+    comparisons: str = ""
+    """comparisons labeled before round 1 (e.g. out/small/rm/comparisons.jsonl); they count as labels"""
+    rounds: int = 3
+    """collect -> fit -> PPO rounds"""
+    prompts_per_round: int = 100
+    """label budget per round: RM prompts whose K samples a simulated labeler ranks"""
+    ai_pairs_per_round: int = 0
+    """harmlessness pairs per round labeled by the feedback model (> 0: RLAIF, a hybrid PM)"""
+    feedback_model: str = ""
+    """feedback-model checkpoint ('' = the SFT checkpoint)"""
+    principle: str = feedback.PRINCIPLE
+    """the written principle the feedback model answers"""
+    k_min: int = 4
+    """fewest completions ranked per prompt"""
+    k_max: int = 9
+    """most completions ranked per prompt"""
+    max_new_tokens: int = 48
+    """longest sampled completion (comparisons and PPO)"""
+    temperature: float = 1.0
+    """sampling temperature"""
+    gen_batch: int = 64
+    """sequences generated at once"""
+    rm_lr: float = 3e-4
+    """PM learning rate"""
+    rm_epochs: int = 1
+    """passes over all comparisons so far, per round"""
+    batch_prompts: int = 8
+    """prompts (each with all its completions) per PM step"""
+    ppo_iterations: int = 20
+    """PPO iterations per round"""
+    ppo_batch_size: int = 64
+    """episodes per PPO iteration"""
+    ppo_minibatch_size: int = 32
+    """episodes per PPO gradient step"""
+    ppo_lr: float = 1e-4
+    """PPO learning rate"""
+    beta: float = 0.02
+    """KL penalty coefficient (paper: 0.02)"""
+    labeler_seed: int = 0
+    """seed of the simulated labeler pool"""
+    seed: int = 0
+    """seed for prompt order and sampling"""
+    device: str = "cpu"
+    """cpu, cuda, or auto"""
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/iterated", rounds=2,
+                     prompts_per_round=4, k_max=5, max_new_tokens=16, gen_batch=32, batch_prompts=4,
+                     ppo_iterations=1, ppo_batch_size=8, ppo_minibatch_size=4),
+        "small": dict(),
+    }
+
+
+def ppo_config(cfg: Config, rm: str, r: int) -> train_ppo.Config:
+    """Round r's PPO: resume the one PPO run (policy, value, optimiser, prompt order) against a new PM."""
+    return train_ppo.Config(sft=cfg.sft, rm=rm, data_dir=cfg.data_dir, out_dir=os.path.join(cfg.out_dir, "ppo"),
+                            iterations=(r + 1) * cfg.ppo_iterations, batch_size=cfg.ppo_batch_size,
+                            minibatch_size=cfg.ppo_minibatch_size, max_new_tokens=cfg.max_new_tokens,
+                            temperature=cfg.temperature, lr=cfg.ppo_lr, beta=cfg.beta,
+                            save_every=cfg.ppo_iterations, log_every=max(1, cfg.ppo_iterations // 4),
+                            seed=cfg.seed, device=cfg.device, resume=r > 0)
+
+
+def main(cfg: Config) -> dict:
+    print_config(cfg)
+    t_start = time.time()
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
+    judge, rng = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed), random.Random(f"iterated-{cfg.seed}")
+    room = sft.cfg.block_size - cfg.max_new_tokens
+    rm_prompts = PromptSampler(os.path.join(cfg.data_dir, "rm_prompts.jsonl"), tok, room, seed=cfg.seed)
+    harm_prompts = PromptSampler(os.path.join(cfg.data_dir, "rm_prompts.jsonl"), tok, room, seed=cfg.seed + 1)
+    fb_model = load_model(cfg.feedback_model or cfg.sft, device)[0].eval() if cfg.ai_pairs_per_round else None
+    demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
+    all_cmp = load_comparisons(cfg.comparisons) if cfg.comparisons else []
+    human, ai, rounds, pm, policy = len(all_cmp), 0, [], None, sft
+    for r in range(cfg.rounds):
+        rep = {"round": r + 1}
+        # 1. collect: the current policy's samples, ranked by simulated training labelers
+        rows = rm_prompts.next(cfg.prompts_per_round) if cfg.prompts_per_round else []
+        ks = [rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
+        comps = sample_completions(policy, tok, [x["prompt"] for x in rows], ks, cfg, device, cfg.seed + 100 * r)
+        new = label(judge, rows, comps, judge.pool.train, rng, f"it{r + 1}")
+        if pm is not None and new:
+            # how well last round's PM ranks the new policy's samples: why the PM needs refreshing
+            rep["stale_pm_accuracy"] = ranking_accuracy(pm, tok, new, device)
+        # 1b. AI feedback: harmlessness pairs of the current policy, labeled by the feedback model
+        if cfg.ai_pairs_per_round:
+            hrows = harm_prompts.next(cfg.ai_pairs_per_round)
+            two = sample_completions(policy, tok, [x["prompt"] for x in hrows], [2] * len(hrows), cfg, device,
+                                     cfg.seed + 100 * r + 1)
+            pairs = feedback.harmlessness_pairs(hrows, two, rng)
+            probs = feedback.prefer(fb_model, tok, *zip(*[(x["prompt"], a, b) for x, a, b in pairs]),
+                                    principle=cfg.principle)
+            new += feedback.ai_comparisons(pairs, probs, f"ai{r + 1}")
+            rep["feedback_agreement"] = feedback.agreement(judge, pairs, probs, rng)
+            print(f"round {r + 1}: feedback model agrees with gold order on {rep['feedback_agreement']['gold']:.1%}, "
+                  f"with a held-out labeler on {rep['feedback_agreement']['heldout_labeler']:.1%}, "
+                  f"with the toxicity order on {rep['feedback_agreement']['toxicity']:.1%} of {len(pairs)} pairs")
+        human += len(rows)
+        ai += cfg.ai_pairs_per_round
+        all_cmp += new
+        write_jsonl(os.path.join(cfg.out_dir, "comparisons.jsonl"), all_cmp)
+        # 2. fit the PM on all comparisons so far, continuing from last round's
+        pm = ScalarHeadModel.from_gpt(sft).to(device) if pm is None else pm
+        print(f"round {r + 1}: fitting the PM on {len(all_cmp)} comparisons ({human} human, {ai} AI)")
+        fit_reward_model(pm, tok, all_cmp, lr=cfg.rm_lr, epochs=cfg.rm_epochs, batch_prompts=cfg.batch_prompts,
+                         seed=cfg.seed + r, device=device, progress=False)
+        bias = demo_bias(pm, tok, demos, device)
+        pm_path = os.path.join(cfg.out_dir, f"rm{r + 1}.pt")
+        save_checkpoint(pm_path, model=pm.state_dict(), config=config_dict(cfg), step=r + 1,
+                        extra={"model_config": dataclasses.asdict(pm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"],
+                               "bias": bias, "n_comparisons": len(all_cmp)})
+        # 3. PPO from the current policy against the new PM (reference: pi_SFT)
+        res = train_ppo.main(ppo_config(cfg, pm_path, r))
+        policy = res["policy"].eval()
+        rep.update({"pm": pm_path, "human_labels": human, "ai_labels": ai,
+                    "score": res["metrics"][-1]["objective/score"], "kl": res["metrics"][-1]["objective/kl"]})
+        rounds.append(rep)
+        print(f"round {r + 1} done: PM score {rep['score']:+.3f}, KL {rep['kl']:.2f}")
+    report = {"rounds": rounds, "human_labels": human, "ai_labels": ai, "wall_s": time.time() - t_start,
+              "policy": res["ckpt"]}
+    with open(os.path.join(cfg.out_dir, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"done: {cfg.rounds} rounds, {human} human + {ai} AI labels, {report['wall_s']:.0f}s -> {res['ckpt']}")
+    return {"report": report, "ckpt": res["ckpt"], "policy": policy, "pm": pm}
+
+
+if __name__ == "__main__":
+    main(parse_config(Config))
