@@ -198,7 +198,7 @@ def main(cfg: Config) -> dict:
         sections += sweep_sections(ctx, sweep_runs, big)
     st.log["evaluate"] = {"seconds": time.time() - t}
     total = time.time() - t0
-    path = write_report(out, cfg, st.log, sections, stage_flops(st.log, params), total)
+    path = write_report(out, cfg, st.log, sections, stage_flops(st.log), total)
     print(f"\npipeline done in {total / 60:.1f} min -> {path}")
     return {"report": path, "seconds": total, "sections": sections}
 

@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 
 import train_ppo
 from nanorlhf import feedback

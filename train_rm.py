@@ -22,7 +22,6 @@ import os
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
 from nanorlhf.comparisons import collect_comparisons, heldout_group_eval, labeler_agreement, load_comparisons

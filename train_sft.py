@@ -19,7 +19,6 @@ import dataclasses
 import math
 import os
 import random
-import shutil
 from dataclasses import dataclass
 from typing import ClassVar
 

@@ -6,7 +6,7 @@ ratios for our stages (FLOPs counted by each script; forward passes at 1/3 of a
 training step's FLOPs per token).
 
 Example:
-    path = write_report("out/small", cfg, stage_log, sections, stage_flops(stage_log, params), seconds)
+    path = write_report("out/small", cfg, stage_log, sections, stage_flops(stage_log), seconds)
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import platform
 
 import torch
 
-def stage_flops(log: dict, params: dict) -> dict[str, float]:
+def stage_flops(log: dict) -> dict[str, float]:
     """FLOPs of each stage as the stage reported them (0 where a stage did no training)."""
     return {name: float(entry.get("result", {}).get("flops", 0.0)) for name, entry in log.items()}
 

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from nanorlhf.world import SCALES, build_world, write_world
+from nanorlhf.world import build_world, write_world
 from nanorlhf.world.lexicon import words
 from nanorlhf.world.phrasing import count_statements, statement_patterns
 from nanorlhf.world.prompts import dedup_key
