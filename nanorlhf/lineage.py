@@ -153,10 +153,11 @@ def measure(ctx, runs: list[Run]) -> list[dict]:
 
 
 def gao_fit(points: list[dict], form: str, gold0: float) -> tuple[float, float] | None:
-    """Gao et al.'s (alpha, beta) through the SFT origin, for points with KL > 0 (None with fewer than 2)."""
+    """Gao et al.'s (alpha, beta) through the SFT origin, for points with KL > 0 (None with fewer than 3:
+    two points determine both parameters exactly, which says nothing)."""
     from nanorlhf.evals.overoptimization import fit_gao
     pts = [p for p in points if p["kl"] > 0]
-    if len(pts) < 2:
+    if len(pts) < 3:
         return None
     return fit_gao([math.sqrt(p["kl"]) for p in pts], [p["gold"] - gold0 for p in pts], form)
 
