@@ -85,6 +85,27 @@ class Config:
     """decoded samples printed per log line"""
     log_every: int = 5
     """iterations between printed progress lines"""
+    # implementation details that can be switched off, one at a time (docs/details.md, ablate.py)
+    kl_in_reward: bool = True
+    """per-token KL penalty in the reward (paper); False puts beta * KL in the loss instead (GRPO-style)"""
+    kl_estimator: str = "k1"
+    """per-token KL estimate: k1 = log pi_RL - log pi_SFT (paper), or k3 = (q/p - 1) - log(q/p)"""
+    whiten_advantages: bool = True
+    """normalise advantages over the batch's response tokens"""
+    clip_value: bool = True
+    """clip the value update like the policy ratio (same clip)"""
+    reward_at_last_token: bool = True
+    """read the RM at each response's true last token; False reads the final column (a pad when shorter)"""
+    eos_penalty: float = 0.0
+    """subtracted from the RM score of responses cut off without <|endoftext|> (0 = off)"""
+    normalize_reward: bool = True
+    """subtract the RM bias that puts the labelers' demonstrations at 0 (paper §3.5)"""
+    value_init: str = "rm"
+    """value function starts from the RM (paper) or from the SFT trunk with a fresh head ("sft")"""
+    dropout: float = 0.0
+    """residual dropout of the policy during PPO (paper: off; SFT trained with 0.2)"""
+    logprob_temperature: float = 0.0
+    """temperature of the log-probs in KL and ratio; 0 = the sampling temperature (consistent)"""
     seed: int = 0
     """seed for prompt order and sampling"""
     device: str = "cpu"
@@ -107,14 +128,19 @@ def main(cfg: Config) -> dict:
     os.makedirs(cfg.out_dir, exist_ok=True)
 
     # policy pi_RL and reference pi_SFT start equal; the value function starts as the RM
-    policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
+    policy, tok, sft_ck = load_model(cfg.sft, device, dropout=cfg.dropout)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     rm, _, rm_ck = load_model(cfg.rm, device, kind="scalar", dropout=0.0)
-    value = ScalarHeadModel(rm.cfg).to(device)
-    value.load_state_dict(rm.state_dict())
+    if cfg.value_init == "rm":
+        value = ScalarHeadModel(rm.cfg).to(device)
+        value.load_state_dict(rm.state_dict())
+    elif cfg.value_init == "sft":  # ablation: a value head that knows nothing of the reward yet
+        value = ScalarHeadModel.from_gpt(ref).to(device)
+    else:
+        raise ValueError(f"--value_init must be 'rm' or 'sft', got {cfg.value_init!r}")
     for m in (ref, rm):
         m.requires_grad_(False).eval()
-    rm_bias = rm_ck["extra"]["bias"]
+    rm_bias = rm_ck["extra"]["bias"] if cfg.normalize_reward else 0.0
     opt = make_optimizer(torch.nn.ModuleList([policy, value]), cfg.lr, weight_decay=0.0)
     kl_ctl = (ppo.AdaptiveKLController(cfg.beta, cfg.target_kl, cfg.kl_horizon) if cfg.target_kl > 0
               else ppo.FixedKLController(cfg.beta))

@@ -29,7 +29,7 @@ from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.jsonl import DEMO, read_jsonl
 from nanorlhf.metrics import MetricsLog
 from nanorlhf.model import ScalarHeadModel, flops_per_token
-from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
+from nanorlhf.reward import demo_bias, expand_to_pairs, fit_reward_model, ranking_accuracy
 from pretrain import resolve_device
 
 
@@ -67,6 +67,8 @@ class Config:
     """sequences generated at once"""
     batch_prompts: int = 8
     """prompts (each with all its K completions) per gradient step"""
+    kway_batch: bool = True
+    """each prompt's C(K, 2) pairs in one batch element (paper); False shuffles the pairs as separate items"""
     lr: float = 1e-3
     """learning rate (cosine decay to lr/10)"""
     epochs: int = 1
@@ -111,6 +113,9 @@ def main(cfg: Config) -> dict:
           f"{len(val_cmp)} validation")
 
     # 3. the RM: SFT trunk + scalar head, one epoch, each prompt's K-way ranking one batch element
+    if not cfg.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
+        train_cmp = expand_to_pairs(train_cmp)
+        print(f"kway_batch=false: {len(train_cmp)} pairs shuffled as separate comparisons")
     rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
     fit_reward_model(rm, tok, train_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,

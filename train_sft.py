@@ -62,6 +62,8 @@ class Config:
     """global gradient-norm clip"""
     val_every: int = 20
     """every val_every-th demonstration is held out for validation loss"""
+    loss_on_prompt: bool = False
+    """ablation: next-token loss on prompt tokens too, not only the response (docs/details.md)"""
     select_by_rm: str = ""
     """reward model checkpoint: choose the epoch whose samples it scores highest on validation prompts"""
     select_prompts: int = 64
@@ -162,6 +164,7 @@ def main(cfg: Config) -> dict:
         for i in range(0, len(order), cfg.batch_size):
             set_lr(opt, cosine_lr(step, max_steps, cfg.lr, cfg.warmup, cfg.lr / 10))
             x, y, lm, am = (t.to(device) for t in collate([train[j] for j in order[i:i + cfg.batch_size]], tok.pad_id))
+            lm = am.float() if cfg.loss_on_prompt else lm             # ablation: every real token counts
             loss = sft_loss(model(x, attention_mask=am), y, lm)       # response tokens only
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -166,7 +166,9 @@ def bench_ppo(cfg: GPTConfig, batch: int = 64, prompt_len: int = 32, new_tokens:
     policy, ref = GPT(cfg).to(device), GPT(cfg).to(device)
     rm, value = ScalarHeadModel(cfg).to(device).eval(), ScalarHeadModel(cfg).to(device)
     opt = make_optimizer(torch.nn.ModuleList([policy, value]), lr=1e-5)
-    pcfg = SimpleNamespace(temperature=1.0, gamma=1.0, lam=0.95, clip=0.2, vf_coef=0.5)
+    pcfg = SimpleNamespace(temperature=1.0, gamma=1.0, lam=0.95, clip=0.2, vf_coef=0.5, logprob_temperature=0.0,
+                           reward_at_last_token=True, eos_penalty=0.0, kl_in_reward=True, kl_estimator="k1",
+                           whiten_advantages=True, clip_value=True)
     prompts = torch.randint(cfg.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(0)).tolist()
     times = {"generate": 0.0, "score": 0.0, "update": 0.0}
     for it in range(3):  # the first iteration warms up; the last two are timed

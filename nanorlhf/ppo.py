@@ -84,14 +84,20 @@ def masked_whiten(x, mask, shift_mean=True, eps=1e-8):
 # reward shaping: InstructGPT §3.5
 
 
-def per_token_kl(logprobs, ref_logprobs, response_mask):
+def per_token_kl(logprobs, ref_logprobs, response_mask, estimator="k1"):
     """kl[:, t] = log pi_RL(y_t) - log pi_SFT(y_t) on response tokens, 0 elsewhere.  # (B, T)
 
-    This is the single-sample estimator of KL(pi_RL || pi_SFT); its sum over a
-    response is unbiased for the sequence KL when y ~ pi_RL.
+    This is the single-sample estimator of KL(pi_RL || pi_SFT) ("k1"); its sum over a
+    response is unbiased for the sequence KL when y ~ pi_RL. estimator="k3" is
+    (q/p - 1) - log(q/p) with q/p = pi_SFT/pi_RL: also unbiased, never negative,
+    lower variance (Schulman 2020, "Approximating KL divergence").
     """
     mask = response_mask.bool()
     kl = logprobs - ref_logprobs
+    if estimator == "k3":
+        kl = torch.expm1(-kl) + kl
+    elif estimator != "k1":
+        raise ValueError(f"KL estimator must be 'k1' or 'k3', got {estimator!r}")
     return torch.where(mask, kl, torch.zeros_like(kl))  # (B, T)
 
 
@@ -104,23 +110,34 @@ def last_token_index(response_mask):
     return torch.where(mask, cols, -1).amax(dim=-1)  # (B,)
 
 
-def kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask, beta):
+def kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask, beta, estimator="k1"):
     """Per-token reward of the bandit episode. Returns (rewards, kl), both (B, T).
 
     score (B,) is the RM output r(x, y); it is added at the last response token.
     """
+    # BEGIN ASSIGNMENT kl_reward
     # InstructGPT §3.5: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)),
     # spread over tokens: -beta * kl_t on every response token, + r at the end.
-    kl = per_token_kl(logprobs, ref_logprobs, response_mask)  # (B, T)
+    kl = per_token_kl(logprobs, ref_logprobs, response_mask, estimator)  # (B, T)
     rewards = -beta * kl  # (B, T)
     last = last_token_index(response_mask)  # (B,)
     rewards = rewards.scatter_add(1, last.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
     return rewards, kl
+    # END ASSIGNMENT kl_reward
 
 
 def kl_estimate(logprobs, ref_logprobs, mask):
     """Per-sequence KL(pi_RL || pi_SFT) estimate: the sum of exactly the kl used in the reward.  # (B,)"""
     return per_token_kl(logprobs, ref_logprobs, mask).sum(dim=-1)
+
+
+def kl_loss(logprobs, ref_logprobs, response_mask, estimator="k3"):
+    """The KL as a loss term instead of a reward (GRPO-style): masked mean of the per-token estimate.
+
+    Differentiated through logprobs (B, T) of the policy being trained; the InstructGPT
+    recipe puts the KL in the reward instead (kl_penalized_rewards). An ablation only.
+    """
+    return masked_mean(per_token_kl(logprobs, ref_logprobs, response_mask, estimator), response_mask.bool())
 
 
 # -----------------------------------------------------------------------------
@@ -134,6 +151,7 @@ def gae(rewards, values, response_mask, gamma=1.0, lam=0.95):
     response token is 0 (the episode ends), and so is everything off the mask,
     so left-padded prompts and right-padded responses of any length both work.
     """
+    # BEGIN ASSIGNMENT gae
     mask = response_mask.bool()
     zero = torch.zeros_like(values[:, 0])  # (B,)
     next_value, next_adv = zero, zero
@@ -149,6 +167,7 @@ def gae(rewards, values, response_mask, gamma=1.0, lam=0.95):
         next_adv = advantages[:, t]
     returns = torch.where(mask, advantages + values, torch.zeros_like(values))  # (B, T)
     return advantages, returns
+    # END ASSIGNMENT gae
 
 
 # -----------------------------------------------------------------------------
@@ -162,6 +181,7 @@ def policy_loss(logprobs, old_logprobs, advantages, response_mask, clip=0.2):
     approx_kl is the k3 estimator mean((r - 1) - log r) of KL(old || new):
     non-negative per token and exactly 0 when the policies agree.
     """
+    # BEGIN ASSIGNMENT policy_loss
     mask = response_mask.bool()
     log_ratio = logprobs - old_logprobs  # (B, T)
     ratio = torch.exp(log_ratio)  # (B, T)
@@ -176,11 +196,17 @@ def policy_loss(logprobs, old_logprobs, advantages, response_mask, clip=0.2):
             "approx_kl": masked_mean((ratio - 1) - log_ratio, mask).item(),
         }
     return loss, stats
+    # END ASSIGNMENT policy_loss
 
 
 def value_loss(values, old_values, returns, response_mask, clip=0.2):
-    """Clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2). Returns (loss, stats)."""
+    """Clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2). Returns (loss, stats).
+
+    clip=None gives the plain 0.5 * (V - R)^2 (the value-clipping ablation).
+    """
     mask = response_mask.bool()
+    if clip is None:
+        return 0.5 * masked_mean((values - returns) ** 2, mask), {"value_clipfrac": 0.0}
     # V_clip = V_old + clip(V - V_old, -eps, eps): the value may move at most eps per batch
     v_clipped = old_values + torch.clamp(values - old_values, -clip, clip)  # (B, T)
     err = (values - returns) ** 2

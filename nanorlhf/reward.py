@@ -45,8 +45,10 @@ def rm_ranking_loss(rewards, ranks):
     rewards (K,) are the RM scores of the K completions; ranks (K,) as above.
     Raises ValueError when every pair is tied (nothing to learn).
     """
+    # BEGIN ASSIGNMENT rm_loss
     # InstructGPT eq. 1: loss = -1/C(K,2) * E[log sigma(r(x, y_w) - r(x, y_l))]
     return -F.logsigmoid(_pair_margins(rewards, ranks)).mean()
+    # END ASSIGNMENT rm_loss
 
 
 def rm_batch_loss(rewards_list, ranks_list, weights=None):
@@ -161,6 +163,16 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
                 print(bar.line(step, loss=sum(losses[-20:]) / len(losses[-20:])))
     rm.eval()
     return losses
+
+
+def expand_to_pairs(comparisons: list[dict]) -> list[dict]:
+    """Each K-way ranking as C(K, 2) separate two-way comparisons (ties dropped): the batching the paper warns
+    against, kept for the ablation. Weights and other fields carry over."""
+    out = []
+    for c in comparisons:
+        for w, l in ranking_to_pairs(ranking_to_ranks(c["ranking"])):
+            out.append({**c, "completions": [c["completions"][w], c["completions"][l]], "ranking": [[0], [1]]})
+    return out
 
 
 @torch.no_grad()

@@ -66,36 +66,51 @@ def rollout(policy, tok, batch: list[dict], cfg, generator) -> Rollout:
 
 @torch.no_grad()
 def make_experience(policy, ref, rm, value, ro: Rollout, rm_bias: float, beta: float, cfg) -> dict:
-    """Steps 2-4: RM score at the last token, KL-penalised per-token rewards, values, GAE."""
+    """Steps 2-4: RM score at the last token, KL-penalised per-token rewards, values, GAE.
+
+    cfg's ablation switches (train_ppo.Config; docs/details.md) are read here and in ppo_step_loss.
+    """
     tokens, am, resp = ro.tokens, ro.attention_mask, ro.response_mask
+    temp = cfg.logprob_temperature or cfg.temperature   # the sampling temperature, unless ablated
     was = policy.training
     policy.eval()
     # the old policy's logprobs, recomputed by a forward pass (equal to the sampling ones: tested)
-    logprobs = ppo.token_logprobs(policy(tokens, attention_mask=am), tokens, cfg.temperature)   # (B, T)
+    logprobs = ppo.token_logprobs(policy(tokens, attention_mask=am), tokens, temp)              # (B, T)
     policy.train(was)
-    ref_logprobs = ppo.token_logprobs(ref(tokens, attention_mask=am), tokens, cfg.temperature)  # (B, T)
+    ref_logprobs = ppo.token_logprobs(ref(tokens, attention_mask=am), tokens, temp)             # (B, T)
     # 2. score: r(x, y) read at the true last response token, demonstrations at 0 on average
-    score = score_sequences(rm, tokens, am, resp, rm_bias)                                      # (B,)
+    if cfg.reward_at_last_token:
+        score = score_sequences(rm, tokens, am, resp, rm_bias)                                  # (B,)
+    else:  # ablation: the common bug of reading the final column, a pad for every shorter response
+        score = rm(tokens, attention_mask=am)[:, -1] - rm_bias                                  # (B,)
+    if cfg.eos_penalty:  # responses cut at max_new_tokens never said <|endoftext|>
+        ended = tokens.gather(1, ppo.last_token_index(resp)[:, None]).squeeze(1) == ro.stop_token  # (B,)
+        score = torch.where(ended, score, score - cfg.eos_penalty)
     # 3. InstructGPT §3.5: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)), per token
-    rewards, kl = ppo.kl_penalized_rewards(score, logprobs, ref_logprobs, resp, beta)           # (B, T)
+    beta_r = beta if cfg.kl_in_reward else 0.0   # ablation: the KL goes into the loss instead
+    rewards, kl = ppo.kl_penalized_rewards(score, logprobs, ref_logprobs, resp, beta_r, cfg.kl_estimator)  # (B, T)
     # 4. values from the value model (initialised from the RM); GAE with gamma = 1
     values = ppo.align_values(value(tokens, attention_mask=am))                                 # (B, T)
     advantages, returns = ppo.gae(rewards, values, resp, cfg.gamma, cfg.lam)
-    advantages = ppo.masked_whiten(advantages, resp)
+    if cfg.whiten_advantages:
+        advantages = ppo.masked_whiten(advantages, resp)
     return {"tokens": tokens, "attention_mask": am, "response_mask": resp, "logprobs": logprobs,
             "ref_logprobs": ref_logprobs, "values": values, "returns": returns, "advantages": advantages,
-            "score": score, "kl": kl, "length": resp.sum(1).float()}
+            "score": score, "kl": kl, "length": resp.sum(1).float(), "beta": beta}
 
 
 def ppo_step_loss(policy, value, exp, idx, cfg, ptx):
     """One minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
     tokens, am, rm_ = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
     logits = policy(tokens, attention_mask=am)                                     # (b, T, V)
-    logprobs = ppo.token_logprobs(logits, tokens, cfg.temperature)                # (b, T)
+    logprobs = ppo.token_logprobs(logits, tokens, cfg.logprob_temperature or cfg.temperature)  # (b, T)
     pg_loss, s = ppo.policy_loss(logprobs, exp["logprobs"][idx], exp["advantages"][idx], rm_, cfg.clip)
     values = ppo.align_values(value(tokens, attention_mask=am))                    # (b, T)
-    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], rm_, cfg.clip)
+    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], rm_,
+                                 cfg.clip if cfg.clip_value else None)
     loss = pg_loss + cfg.vf_coef * vf_loss
+    if not cfg.kl_in_reward:  # ablation (GRPO-style): beta * KL estimate as a loss term
+        loss = loss + exp["beta"] * ppo.kl_loss(logprobs, exp["ref_logprobs"][idx], rm_, cfg.kl_estimator)
     s.update(vs)
     s = {"ppo/" + k: v for k, v in s.items()}
     s["ppo/policy_loss"], s["val/value_loss"] = pg_loss.item(), vf_loss.item()
