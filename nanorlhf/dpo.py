@@ -47,6 +47,7 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: flo
     stats: margin (implicit reward of chosen minus rejected), accuracy (margin > 0),
     chosen_reward, rejected_reward: floats averaged over pairs.
     """
+    # BEGIN ASSIGNMENT dpo_loss
     chosen = implicit_rewards(policy_chosen, ref_chosen, beta)          # (P,)
     rejected = implicit_rewards(policy_rejected, ref_rejected, beta)    # (P,)
     margin = chosen - rejected                                          # (P,)
@@ -55,6 +56,7 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: flo
         stats = {"margin": margin.mean().item(), "accuracy": (margin > 0).float().mean().item(),
                  "chosen_reward": chosen.mean().item(), "rejected_reward": rejected.mean().item()}
     return loss, stats
+    # END ASSIGNMENT dpo_loss
 
 
 def dpo_ranking_loss(policy_logps, ref_logps, ranks, beta: float):

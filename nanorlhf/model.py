@@ -57,12 +57,15 @@ class KVCache:
         self.pos = 0
 
     def update(self, layer, k, v):
+        """Store this layer's new k, v (B, nh, T, hs) at [pos, pos+T); return all keys and values so far."""
+        # BEGIN ASSIGNMENT kv_cache
         T = k.size(2)
         assert self.pos + T <= self.kv.size(4), "KV cache is full"
         self.kv[layer, 0, :, :, self.pos:self.pos + T] = k
         self.kv[layer, 1, :, :, self.pos:self.pos + T] = v
         end = self.pos + T
         return self.kv[layer, 0, :, :, :end], self.kv[layer, 1, :, :, :end]  # (B, nh, end, hs)
+        # END ASSIGNMENT kv_cache
 
 # -----------------------------------------------------------------------------
 
@@ -88,11 +91,13 @@ class CausalSelfAttention(nn.Module):
         if kv_cache is not None:
             k, v = kv_cache.update(self.layer_idx, k, v)                         # (B, nh, T_total, hs)
         if self.cfg.attn == "manual":
+            # BEGIN ASSIGNMENT attention
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))              # (B, nh, T, T_total)
             att = att.masked_fill(~mask, float("-inf"))
             att = F.softmax(att, dim=-1)
             att = self.attn_dropout(att)
             y = att @ v                                                          # (B, nh, T, hs)
+            # END ASSIGNMENT attention
         else:  # fused kernel; is_causal only when the mask is exactly causal
             p = self.cfg.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal_only else mask,

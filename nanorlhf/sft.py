@@ -20,6 +20,7 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int):
     and attention_mask (B, T). loss_mask[b, t] = 1 iff y[b, t] is a response token
     (or the end token) of example b: the prompt and the padding are never trained on.
     """
+    # BEGIN ASSIGNMENT response_mask
     T = max(len(ids) for ids, _ in examples) - 1
     B = len(examples)
     x = torch.full((B, T), pad_id, dtype=torch.long)
@@ -33,6 +34,7 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int):
         loss_mask[b, :n] = torch.tensor(rmask[1:], dtype=torch.float)  # target t+1 is a response token
         attention_mask[b, :n] = 1
     return x, y, loss_mask, attention_mask
+    # END ASSIGNMENT response_mask
 
 
 def sft_loss(logits: torch.Tensor, y: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:

@@ -87,7 +87,15 @@ def _pairs(word: list[int]) -> Counter:
 
 
 def _merge_word(word: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace each non-overlapping occurrence of pair, left to right."""
+    """Replace each non-overlapping occurrence of pair, left to right.
+
+    Example:
+        >>> _merge_word([1, 2, 3, 1, 2], (1, 2), 256)
+        [256, 3, 256]
+        >>> _merge_word([5, 5, 5], (5, 5), 256)      # left to right: no overlap
+        [256, 5]
+    """
+    # BEGIN ASSIGNMENT bpe_merge
     out, i = [], 0
     while i < len(word):
         if i + 1 < len(word) and word[i] == pair[0] and word[i + 1] == pair[1]:
@@ -97,6 +105,7 @@ def _merge_word(word: list[int], pair: tuple[int, int], new_id: int) -> list[int
             out.append(word[i])
             i += 1
     return out
+    # END ASSIGNMENT bpe_merge
 
 
 def train_bpe(text: str, n_merges: int, verbose: bool = False) -> dict[bytes, int]:

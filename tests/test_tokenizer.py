@@ -9,7 +9,7 @@ import tiktoken.load
 import tiktoken.registry
 import torch
 
-from nanorlhf.tokenizer import (GPT2_PAT, SPECIAL_TOKENS, Tokenizer, gpt2_pretokenizer,
+from nanorlhf.tokenizer import (GPT2_PAT, SPECIAL_TOKENS, Tokenizer, _merge_word, gpt2_pretokenizer,
                                 make_corpus, train_bpe)
 
 ENGLISH = """\
@@ -67,6 +67,18 @@ def naive_bpe(text, n_merges):
 
 # -----------------------------------------------------------------------------
 # training
+
+
+def test_merge_word_by_hand():
+    """One merge step: each non-overlapping occurrence of the pair, scanned left to right, becomes new_id."""
+    assert _merge_word([1, 2, 3, 1, 2], (1, 2), 256) == [256, 3, 256]
+    assert _merge_word([5, 5, 5], (5, 5), 256) == [256, 5]          # left to right, no overlap
+    assert _merge_word([5, 5, 5, 5], (5, 5), 256) == [256, 256]
+    assert _merge_word([2, 1, 2, 1], (1, 2), 300) == [2, 300, 1]    # order matters: (2, 1) is not (1, 2)
+    assert _merge_word([7], (7, 7), 256) == [7] and _merge_word([], (7, 7), 256) == []
+    word = [1, 2, 3]
+    _merge_word(word, (1, 2), 256)
+    assert word == [1, 2, 3]                                          # a new list; the input is unchanged
 
 
 def test_merges_match_hand_computation():

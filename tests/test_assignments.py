@@ -1,0 +1,104 @@
+"""The course assignments: the student copy, the grader, the registry and its docs (nanorlhf/assignments.py).
+
+Two pytest subprocesses in all (one grading run of the student copy, one of the solutions).
+"""
+import re
+import shutil
+
+import pytest
+
+from nanorlhf import assignments as A
+
+IN_STUDENT_COPY = (A.ROOT / A.STUDENT_STAMP).exists()
+needs_solutions = pytest.mark.skipif(IN_STUDENT_COPY, reason="a student copy holds stubs, not solutions")
+
+
+@needs_solutions
+def test_student_copy_fails_every_assignment_with_its_own_hint(tmp_path, capsys):
+    """In the student copy every grading test fails with ITS assignment's NotImplementedError hint
+    (no import error, no other assignment's stub in the way), and each region is exactly one stub line."""
+    out = tmp_path / "student"
+    assert A.main(["make", str(out)]) == 0
+    for f, regions in A.locate(out).items():
+        lines = (out / f).read_text().splitlines()
+        for name, (indent, b, e) in regions.items():
+            assert lines[b + 1:e] == [f"{indent}raise NotImplementedError({name + ': ' + A.BY_NAME[name].hint!r})"]
+        compile("\n".join(lines), f, "exec")
+    code, details = A.grade(out)
+    printed = capsys.readouterr().out
+    assert code == 1 and "score: 0/9 assignments passed" in printed
+    for a in A.REGISTRY:
+        assert details[a.name], a.name
+        for test, passed, msg in details[a.name]:
+            assert not passed and msg == f"NotImplementedError: {a.name}: {a.hint}", (test, msg)
+        assert f"{a.name}: {a.hint}" in printed
+
+
+@needs_solutions
+def test_solution_repo_passes_every_assignment(capsys):
+    """The library's own regions pass every grading test, and every registered test id really ran."""
+    code, details = A.grade(A.ROOT)
+    assert code == 0, capsys.readouterr().out
+    for a in A.REGISTRY:
+        assert len(details[a.name]) >= len(a.tests) and all(passed for _, passed, _ in details[a.name]), a.name
+    assert f"score: {len(A.REGISTRY)}/{len(A.REGISTRY)} assignments passed" in capsys.readouterr().out
+
+
+def enclosing(lines, i, indent, kind):
+    """(line index, name) of the nearest `kind` (def/class) above line i with an indent < indent."""
+    for j in range(i - 1, -1, -1):
+        m = re.match(rf"^(\s*){kind} (\w+)\b", lines[j])
+        if m and len(m[1]) < len(indent):
+            return j, m[2], m[1]
+    raise AssertionError(f"no enclosing {kind}")
+
+
+def test_registry_regions_sit_in_their_functions_with_the_registered_signatures():
+    """Each region exists once, in the registered file, inside the registered function (Class.method),
+    whose def line is the registered signature: a signature change must go through the registry."""
+    found = A.locate(A.ROOT)
+    for a in A.REGISTRY:
+        lines = (A.ROOT / a.file).read_text().splitlines()
+        indent, begin, _ = found[a.file][a.name]
+        j, name, def_indent = enclosing(lines, begin, indent, "def")
+        assert name == a.function.split(".")[-1] and lines[j].strip() == f"def {a.signature}:", (a.name, lines[j])
+        if "." in a.function:
+            assert enclosing(lines, j, def_indent, "class")[1] == a.function.split(".")[0], a.name
+
+
+def test_registry_docs_and_changelog_agree():
+    """docs/assignments.md has one section per registered name (same set), names each grading test,
+    and CHANGELOG.md has an entry for the current API version."""
+    docs = (A.ROOT / "docs" / "assignments.md").read_text()
+    assert sorted(re.findall(r"^## `(\w+)`", docs, re.M)) == sorted(A.BY_NAME)
+    for a in A.REGISTRY:
+        for node in a.tests:
+            assert node.split("::")[1].split("[")[0] in docs, node
+        assert a.signature in docs, a.signature
+    assert re.search(rf"^## {re.escape(A.API_VERSION)}\b", (A.ROOT / "CHANGELOG.md").read_text(), re.M)
+
+
+def test_usage_errors_are_clear_and_exit_2(tmp_path, capsys):
+    """Unknown assignment, non-empty OUT_DIR, a missing or unknown marker: a message naming it, exit code 2."""
+    assert A.main(["grade", "--only=gae,nope"]) == 2
+    assert "unknown assignment nope" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    assert A.main(["make", str(tmp_path / "full")]) == 2
+    assert "not an empty folder" in capsys.readouterr().err
+    repo = tmp_path / "repo"  # the registry's files, one END marker deleted, then one unknown region
+    for f in {a.file for a in A.REGISTRY}:
+        (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(A.ROOT / f, repo / f)
+    ppo = repo / "nanorlhf" / "ppo.py"
+    text = ppo.read_text()
+    ppo.write_text(text.replace("    # END ASSIGNMENT gae\n", ""))
+    assert A.main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
+    assert "ASSIGNMENT gae" in (err := capsys.readouterr().err) and "no END" in err
+    ppo.write_text(text.replace("ASSIGNMENT gae\n", "ASSIGNMENT gea\n"))
+    assert A.main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
+    assert "'gea' is not in the registry" in capsys.readouterr().err
+    ppo.write_text(text.replace("    # BEGIN ASSIGNMENT gae\n", "").replace("    # END ASSIGNMENT gae\n", ""))
+    assert A.main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
+    assert "ASSIGNMENT gae' markers" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
