@@ -35,6 +35,7 @@ from nanorlhf import dpo
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
 from nanorlhf.comparisons import load_comparisons
 from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.jsonl import label_counts
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from pretrain import resolve_device
@@ -132,8 +133,9 @@ def main(cfg: Config) -> dict:
 
     # 6. save a policy checkpoint (loadable by load_model, like SFT's and PPO's)
     report["wall_s"] = time.time() - t_start
+    human, ai = label_counts(cmp)                      # source "ai" rows (RLAIF) are AI feedback, the rest human
     extra = {"model_config": dataclasses.asdict(policy.cfg), "tokenizer": sft_ck["extra"]["tokenizer"],
-             "report": report, "lineage": {"human_labels": len(cmp), "ai_labels": 0, "wall_s": report["wall_s"]},
+             "report": report, "lineage": {"human_labels": human, "ai_labels": ai, "wall_s": report["wall_s"]},
              "inputs": {p: file_sha256(p) for p in (cfg.sft, cfg.comparisons)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
     save_checkpoint(ckpt, model=policy.state_dict(), config=config_dict(cfg), step=step, extra=extra)

@@ -40,7 +40,7 @@ from nanorlhf import feedback
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
 from nanorlhf.comparisons import label, load_comparisons, sample_completions
 from nanorlhf.config import config_dict, parse_config, print_config
-from nanorlhf.jsonl import DEMO, read_jsonl, write_jsonl
+from nanorlhf.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
 from nanorlhf.judge import Judge
 from nanorlhf.model import ScalarHeadModel
 from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
@@ -133,7 +133,7 @@ def main(cfg: Config) -> dict:
     fb_model = load_model(cfg.feedback_model or cfg.sft, device)[0].eval() if cfg.ai_pairs_per_round else None
     demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
     all_cmp = load_comparisons(cfg.comparisons) if cfg.comparisons else []
-    human, ai, rounds, pm, policy = len(all_cmp), 0, [], None, sft
+    (human, ai), rounds, pm, policy = label_counts(all_cmp), [], None, sft     # "ai" rows count as AI labels
     for r in range(cfg.rounds):
         rep = {"round": r + 1}
         # 1. collect: the current policy's samples, ranked by simulated training labelers
@@ -152,15 +152,15 @@ def main(cfg: Config) -> dict:
             pairs = feedback.harmlessness_pairs(hrows, two, rng)
             probs = feedback.prefer(fb_model, tok, *zip(*[(x["prompt"], a, b) for x, a, b in pairs]),
                                     principle=cfg.principle)
-            new += feedback.ai_comparisons(pairs, probs, f"ai{r + 1}")
+            new += feedback.ai_comparisons(pairs, probs, f"ai{r + 1}")       # source "ai"
             rep["feedback_agreement"] = feedback.agreement(judge, pairs, probs, rng)
             print(f"round {r + 1}: feedback model agrees with gold order on {rep['feedback_agreement']['gold']:.1%}, "
                   f"with a held-out labeler on {rep['feedback_agreement']['heldout_labeler']:.1%}, "
                   f"with the toxicity order on {rep['feedback_agreement']['toxicity']:.1%} of {len(pairs)} pairs")
-        human += len(rows)
-        ai += cfg.ai_pairs_per_round
+        h, a = label_counts(new)
+        human, ai = human + h, ai + a
         all_cmp += new
-        write_jsonl(os.path.join(cfg.out_dir, "comparisons.jsonl"), all_cmp)
+        write_jsonl(os.path.join(cfg.out_dir, "comparisons.jsonl"), all_cmp, COMPARISON)
         # 2. fit the PM on all comparisons so far, continuing from last round's
         pm = ScalarHeadModel.from_gpt(sft).to(device) if pm is None else pm
         print(f"round {r + 1}: fitting the PM on {len(all_cmp)} comparisons ({human} human, {ai} AI)")
@@ -174,7 +174,8 @@ def main(cfg: Config) -> dict:
         # 3. PPO from the current policy against the new PM (reference: pi_SFT)
         res = train_ppo.main(ppo_config(cfg, pm_path, r))
         policy = res["policy"].eval()
-        rep.update({"pm": pm_path, "human_labels": human, "ai_labels": ai,
+        rep.update({"pm": pm_path, "human_labels": human, "ai_labels": ai, "wall_s": time.time() - t_start,
+                    "ppo_ckpt": os.path.join(cfg.out_dir, "ppo", f"iter{(r + 1) * cfg.ppo_iterations}.pt"),
                     "score": res["metrics"][-1]["objective/score"], "kl": res["metrics"][-1]["objective/kl"]})
         rounds.append(rep)
         print(f"round {r + 1} done: PM score {rep['score']:+.3f}, KL {rep['kl']:.2f}")

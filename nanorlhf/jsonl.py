@@ -1,10 +1,11 @@
-"""JSONL data files: read with validation, write atomically (pairs interop: pairs.py).
+"""JSONL data files: read with validation, write atomically (schemas: schemas.py; pairs interop: pairs.py).
 
 Every data file in nanorlhf (corpus, prompts, demonstrations, comparisons) is
 JSON Lines: one JSON object per line, UTF-8. A clear error beats a silent bad
-batch, so `read_jsonl` checks every line against a small declarative schema and
-stops at the first problem, naming `file:line`, the field and what is wrong
-(reliability.md check 5). Writers never leave half a file and never write NaN.
+batch, so `read_jsonl` checks every line against a small declarative schema
+(nanorlhf/schemas.py) and stops at the first problem, naming `file:line`, the
+field and what is wrong (reliability.md check 5). Writers never leave half a
+file and never write NaN.
 
 Example:
     >>> rows = [{"id": "p1", "org": "acme", "category": "qa", "prompt": "Hi?"}]
@@ -16,165 +17,17 @@ import json
 import math
 import os
 import warnings
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 from nanorlhf.fileio import atomic_write
-
-RANKING = "ranking"  # field type: groups of completion indices, best group first
-
-
-class DataError(ValueError):
-    """A data file or row breaks its schema; knows `path`, `line`, `field` when it can.
-
-    Example:
-        >>> str(DataError("empty string", path="p.jsonl", line=3, field="prompt"))
-        "p.jsonl:3: field 'prompt': empty string"
-    """
-
-    def __init__(self, problem, *, path=None, line=None, field=None):
-        self.problem, self.path, self.line, self.field = problem, path, line, field
-        where = "" if path is None else f"{path}: " if line is None else f"{path}:{line}: "
-        what = "" if field is None else f"field '{field}': "
-        super().__init__(f"{where}{what}{problem}")
-
-    def at(self, path, line):  # the same problem, located at path:line
-        return type(self)(self.problem, path=path, line=line, field=self.field)
+# the schemas live in schemas.py, re-exported here: `from nanorlhf.jsonl import COMPARISON, read_jsonl`
+from nanorlhf.schemas import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, RANKING, SOURCES, DataError,  # noqa: F401
+                              Field, json_type_name, label_counts, validate_row)
 
 
 class _BrokenLine(DataError):  # not UTF-8 JSON at all: the only error a torn tail causes
     pass
 
-
-# ----------------------------------------------------------------------------
-# schema
-
-_TYPES = (str, int, float, bool, dict, list[str], list[int], list[dict], RANKING)
-
-
-@dataclass(frozen=True)
-class Field:
-    """One key of a row. A schema is a tuple of Fields; keys not named are kept unchecked.
-
-    name: the key.
-    type: str, int, float (finite), bool, dict, list[str], list[int], list[dict] or RANKING.
-      bool is not an int here, and an int is accepted where a float is expected.
-    required: a missing key is an error; an optional key that is present is still checked.
-    nonempty: a str needs a non-whitespace character, a list or dict an item
-      (and every string inside a list[str] is nonempty too).
-    check: optional `check(value, row) -> str | None`: what is wrong, or None. Runs
-      after the type check, so it may trust the type of the value.
-
-    Example:
-        >>> validate_row({"score": 0.5}, (Field("score", float),))
-    """
-    name: str
-    type: object
-    required: bool = True
-    nonempty: bool = True
-    check: Callable | None = None
-
-    def __post_init__(self):
-        if self.type not in _TYPES:
-            raise TypeError(f"Field {self.name!r}: unsupported type {self.type!r}")
-
-
-def _json_name(value):  # a value's type, as messages name it
-    return "null" if value is None else type(value).__name__
-
-
-def _check_value(value, t, nonempty, name):
-    """Raise DataError(field=name) unless `value` has type `t` (and content, if nonempty)."""
-    if t == RANKING:
-        if not (isinstance(value, list) and value and all(
-                isinstance(g, list) and g and all(_is_int(i) for i in g) for g in value)):
-            raise DataError("expected a ranking, a list of groups of completion indices best "
-                            f"first, e.g. [[2], [0, 3], [1]]; got {value!r:.80}", field=name)
-        return
-    item_type = getattr(t, "__args__", None)
-    if item_type:  # list[X]
-        if not isinstance(value, list):
-            raise DataError(f"expected {t}, got {_json_name(value)}", field=name)
-        if nonempty and not value:
-            raise DataError("empty list", field=name)
-        for i, item in enumerate(value):
-            _check_value(item, item_type[0], nonempty, f"{name}[{i}]")
-        return
-    ok = (_is_int(value) if t is int else
-          (_is_int(value) or isinstance(value, float)) if t is float else isinstance(value, t))
-    if not ok:
-        raise DataError(f"expected {t.__name__}, got {_json_name(value)} ({value!r:.40})", field=name)
-    if t is float and not math.isfinite(value):
-        raise DataError(f"{value} is not a finite number", field=name)
-    if nonempty and t is str and not value.strip():
-        raise DataError("empty string", field=name)
-    if nonempty and t is dict and not value:
-        raise DataError("empty object", field=name)
-
-
-def _is_int(value):  # bool is not an int here
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def validate_row(row, schema) -> None:
-    """Raise DataError naming the field and the problem unless `row` fits `schema`.
-
-    Example:
-        >>> validate_row({"id": "c1", "kind": "wiki", "text": ""}, CORPUS)
-        Traceback (most recent call last):
-        nanorlhf.jsonl.DataError: field 'text': empty string
-    """
-    if not isinstance(row, dict):
-        raise DataError(f"expected a JSON object, got {_json_name(row)}")
-    for f in schema:
-        if f.name not in row:
-            if f.required:
-                raise DataError("missing key", field=f.name)
-            continue
-        _check_value(row[f.name], f.type, f.nonempty, f.name)
-        problem = f.check(row[f.name], row) if f.check else None
-        if problem:
-            raise DataError(problem, field=f.name)
-
-
-def _ranking_is_permutation(ranking, row):
-    """Flattened, the ranking must be a permutation of range(len(completions))."""
-    k = len(row["completions"])
-    flat = [i for group in ranking for i in group]
-    problems = [f"index {i} missing" for i in range(k) if i not in flat]
-    problems += [f"index {i} duplicated" for i in sorted(set(flat)) if flat.count(i) > 1]
-    problems += [f"index {i} out of range" for i in sorted(set(flat)) if not 0 <= i < k]
-    if problems:
-        return f"not a permutation of range({k}) (the {k} completions): " + ", ".join(problems)
-
-
-def _two_to_nine(completions, row):  # InstructGPT §3.5: K = 4..9 ranked; K = 2 is a pair
-    return None if 2 <= len(completions) <= 9 else f"has {len(completions)} items, expected 2..9"
-
-
-def _likert(scores, row):  # one 1..7 score per completion
-    k, bad = len(row["completions"]), [s for s in scores if not 1 <= s <= 7]
-    return (f"has {len(scores)} scores for {k} completions" if len(scores) != k else
-            f"scores must be 1..7, got {bad[0]}" if bad else None)
-
-
-def _sim_or_human(source, row):
-    return None if source in ("sim", "human") else f"must be 'sim' or 'human', got {source!r}"
-
-
-CORPUS = (Field("id", str), Field("kind", str), Field("text", str))
-PROMPT = (Field("id", str), Field("org", str), Field("category", str), Field("prompt", str))
-DEMO = PROMPT + (Field("response", str),)
-COMPARISON = (
-    Field("id", str), Field("prompt_id", str), Field("prompt", str),
-    # an empty completion is data (the policy may end at once), so strings inside may be empty
-    Field("completions", list[str], nonempty=False, check=_two_to_nine),
-    Field("ranking", RANKING, check=_ranking_is_permutation),
-    Field("labeler", str), Field("source", str, check=_sim_or_human),
-    Field("likert", list[int], required=False, check=_likert),
-    Field("flags", list[dict], required=False, nonempty=False),
-)
-PAIR = (Field("prompt", str), Field("chosen", str), Field("rejected", str))
 
 # ----------------------------------------------------------------------------
 # reading
@@ -229,7 +82,7 @@ def _parse_line(raw: bytes) -> dict:
         where = f" at column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
         raise _BrokenLine(f"broken JSON{where}: {getattr(e, 'msg', e)}"[:200]) from None
     if not isinstance(obj, dict):
-        raise DataError(f"expected a JSON object, got {_json_name(obj)}")
+        raise DataError(f"expected a JSON object, got {json_type_name(obj)}")
     hit = _find_nonfinite(obj)
     if hit:
         raise DataError(f"{hit[1]} is not allowed (JSON numbers must be finite)", field=hit[0])
@@ -295,7 +148,7 @@ def _dumps(row, schema) -> bytes:
     if schema is not None:
         validate_row(row, schema)
     elif not isinstance(row, dict):
-        raise DataError(f"expected a dict, got {_json_name(row)}")
+        raise DataError(f"expected a dict, got {json_type_name(row)}")
     try:  # allow_nan=False: NaN/Infinity raise ValueError, never reach the disk
         return json.dumps(row, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (ValueError, TypeError) as e:  # also lone surrogates, non-JSON objects
@@ -312,7 +165,7 @@ def write_jsonl(path, rows, schema=None) -> None:
     Example:
         >>> write_jsonl("/tmp/nanorlhf_doc.jsonl", [{"x": float("nan")}])
         Traceback (most recent call last):
-        nanorlhf.jsonl.DataError: /tmp/nanorlhf_doc.jsonl:1: cannot be written as JSON: Out of range float values are not JSON compliant
+        nanorlhf.schemas.DataError: /tmp/nanorlhf_doc.jsonl:1: cannot be written as JSON: Out of range float values are not JSON compliant
     """
     path = os.fspath(path)
     lines = []

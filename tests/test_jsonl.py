@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from nanorlhf import jsonl
 from nanorlhf.jsonl import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, DataError, Field, append_jsonl,
@@ -178,14 +179,27 @@ def test_duplicate_key_in_one_object(tmp_path):
 
 @pytest.mark.parametrize("over,field,words", [
     ({"completions": ["a"], "ranking": [[0]], "likert": [1]}, "completions", ["1 items, expected 2..9"]),
-    ({"source": "robot"}, "source", ["'sim' or 'human'"]),
+    ({"source": "robot"}, "source", ["'sim', 'human', 'ai'", "'robot'"]),
     ({"likert": [7, 1, 6]}, "likert", ["3 scores for 4"]),
     ({"likert": [7, 1, 6, 8]}, "likert", ["1..7, got 8"]),
 ])
 def test_comparison_field_checks(tmp_path, over, field, words):
-    """COMPARISON's own rules: 2..9 completions, source sim/human, likert 1..7 per completion."""
+    """COMPARISON's own rules: 2..9 completions, source sim/human/ai, likert 1..7 per completion."""
     path = write_lines(tmp_path, json.dumps(comparison(**over)))
     expect_error(path, COMPARISON, 1, field, *words)
+
+
+def test_ai_feedback_comparisons_are_valid_and_counted_apart(tmp_path):
+    """A feedback-model row (source "ai", K = 2, an extra ai_prob key) passes COMPARISON on write and read,
+    and label_counts keeps it apart from the sim and human rows."""
+    from nanorlhf.feedback import ai_comparisons
+    rows = ai_comparisons([({"id": "p9", "prompt": "Name a fox."}, "Pip.", "Pip, you fool.")],
+                          torch.tensor([0.8]), "ai1")
+    mixed = [comparison(), comparison(id="c2", source="human"), *rows]
+    write_jsonl(tmp_path / "mixed.jsonl", mixed, COMPARISON)
+    back = read_jsonl(tmp_path / "mixed.jsonl", COMPARISON)
+    assert back == mixed and back[2]["source"] == "ai" and back[2]["ranking"] == [[0], [1]]
+    assert jsonl.label_counts(back) == (2, 1) and jsonl.SOURCES == ("sim", "human", "ai")
 
 
 def test_optional_fields_may_be_absent():
