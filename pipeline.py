@@ -7,8 +7,10 @@
 Two model sizes at least 10x apart go through every stage (one reward model, from
 the larger SFT model, serves both, as the paper's 6B RM served every policy).
 Each stage is skipped when its checkpoint exists and its config and inputs have
-not changed (out/<run>/<stage>/stage.json holds the key); --fresh=true redoes all.
-Writes out/<run>/report.md with every table and figure.
+not changed (out/<run>/<stage>/stage.json holds the key; a flag added later and left
+at its default counts as no change); --fresh=true redoes all.
+Writes out/<run>/report.md with every table and figure. --lineage=true adds DPO,
+RLAIF-hybrid PPO and iterated online RLHF and the frontier section (nanorlhf/lineage.py).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import train_rm
 import train_sft
 from nanorlhf.checkpoint import file_sha256
 from nanorlhf.config import config_hash, parse_config, print_config
+from nanorlhf.lineage import pipeline_frontier, train_lineage
 from nanorlhf.report import stage_flops, write_report
 
 
@@ -56,6 +59,8 @@ class Config:
     """test prompts in the evaluation"""
     sweeps: bool = False
     """also train PPO at other beta and gamma_ptx for the largest size: the paper's sweeps (about 8 min more)"""
+    lineage: bool = False
+    """also train the lineage (DPO, RLAIF-hybrid PPO, iterated PPO; nanorlhf/lineage.py) and report its frontier"""
     suites: str = "all"
     """evaluation suites beyond the ladder (all, none, or comma-separated names)"""
     seed: int = 0
@@ -95,12 +100,16 @@ class Stages:
 
     def run(self, name: str, main, cfg, inputs: list[str], ckpt: str):
         folder = os.path.join(self.out, name)
-        key = config_hash({"cfg": dataclasses.asdict(cfg), "inputs": {p: file_sha256(p) for p in inputs}})
+        hashes = {p: file_sha256(p) for p in inputs}
+        key = config_hash({"cfg": dataclasses.asdict(cfg), "inputs": hashes})
         meta = os.path.join(folder, "stage.json")
         if not self.fresh and os.path.exists(ckpt) and os.path.exists(meta):
             with open(meta) as f:
                 old = json.load(f)
-            if old["key"] == key:
+            # a flag added since the stage ran, left at its default, keeps the old behaviour: the same stage
+            kept = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+                    if f.name in old["config"] or getattr(cfg, f.name) != f.default}
+            if old["key"] in (key, config_hash({"cfg": kept, "inputs": hashes})):
                 print(f"== {name}: up to date, reusing {ckpt}")
                 self.log[name] = old
                 return old.get("result", {})
@@ -179,6 +188,9 @@ def main(cfg: Config) -> dict:
             sweep_runs[stage] = (f"{out}/{stage}/ckpt.pt", beta, ptx)
         sweep_runs[f"ppo_{big}"] = (f"{out}/ppo_{big}/ckpt.pt", cfg.ppo_beta, 0.0)
         sweep_runs[f"ppo_ptx_{big}"] = (f"{out}/ppo_ptx_{big}/ckpt.pt", cfg.ppo_beta, cfg.ptx_coef)
+    # 4c. the lineage after InstructGPT, from the largest SFT model and the RM's comparisons
+    if cfg.lineage:
+        train_lineage(st, cfg, common, out, data, big)
 
     # 5. evaluation: the ladder, then the suites, then report.md
     from nanorlhf.evals.context import EvalContext
@@ -196,6 +208,8 @@ def main(cfg: Config) -> dict:
     if sweep_runs:
         from nanorlhf.evals.alignment_tax import sweep_sections
         sections += sweep_sections(ctx, sweep_runs, big)
+    if cfg.lineage:  # best-of-n, PPO, PPO-ptx, DPO, RLAIF-hybrid and iterated PPO on one frontier
+        sections.append(pipeline_frontier(ctx, out, big, cfg.preset, cfg.sweeps))
     st.log["evaluate"] = {"seconds": time.time() - t}
     total = time.time() - t0
     path = write_report(out, cfg, st.log, sections, stage_flops(st.log), total)

@@ -1,262 +1,197 @@
-"""The frontier: what each method of the lineage buys in gold reward per nat of KL from SFT.
+"""The lineage after InstructGPT, trained from the pipeline's SFT model and comparisons and put on one frontier.
 
-Every method moves the policy away from pi_SFT to please a learned preference;
-the question is how much real preference (the gold score, and held-out-labeler
-win rate against SFT) it gets for how far it moves. For each run:
+    python pipeline.py --preset=small --lineage=true     # trains the stages below, report.md gets the frontier
+    python -m nanorlhf.lineage --run_dir=out/small       # measures an existing run folder's frontier again
 
-  gold     mean gold score of one sampled response per test prompt (ctx.judge.gold)
-  win      share of prompts where a held-out labeler prefers it to SFT's response
-  KL       mean over prompts of sum_t [log pi(y_t) - log pi_SFT(y_t)] on the sampled responses;
-           best-of-n uses the analytic KL(BoN) = log n - (n - 1)/n instead
-  labels   comparisons that went into it (human-simulated prompts ranked + AI-labeled pairs)
-  wall     seconds of the method's own training (best-of-n: of sampling n and scoring, at test time)
+Beside the pipeline's RM (all best-of-n needs), PPO and PPO-ptx (`out/<run>/rm`, `ppo_<size>`, `ppo_ptx_<size>`),
+`train_lineage` trains, from the largest SFT model:
 
-Over-optimisation laws (Gao et al. 2022), d = sqrt(KL): gold gain of best-of-n
-~ d(alpha - beta d), of RL ~ d(alpha - beta log d); fitted when there are points.
+  dpo_b<beta>_<size>  DPO (train_dpo.py) on the RM's own comparisons, one run per beta
+  rlaif_<size>        RLAIF (train_iterated.py, one round): the feedback model labels harmlessness pairs,
+                      a hybrid PM learns them with the RM's comparisons, PPO against it
+  iterated_<size>     iterated online RLHF (train_iterated.py): the RM's label budget and the PPO
+                      iterations split over rounds, each round labeling the current policy's samples;
+                      the same budget spent up front is the pipeline's own ppo_<size>
+
+Each is a pipeline stage, reused on a rerun when its key is unchanged. `discover_runs` lists every
+frontier point of a run folder with its labels and wall time; nanorlhf/frontier.py measures and draws them.
 
 Example:
-    runs = [Run("ppo", "PPO", "out/small/ppo/ckpt.pt"), Run("bon16", "best-of-n", n=16)]
-    sec = frontier_section(ctx, runs)        # a markdown table beside frontier.png
-
-    python -m nanorlhf.lineage --out_root=out/small --data_dir=data/small   # every run found under out_root
+    runs = discover_runs("out/small", "1m")                   # [Run("bon2", "best-of-n", n=2, ...), ...]
+    sec = pipeline_frontier(ctx, "out/small", "1m", "small")  # Section: table, notes, frontier.png
 """
 from __future__ import annotations
 
 import glob
 import json
-import math
 import os
-import random
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-import numpy as np
-import torch
-
-from nanorlhf.chat import chat_prompt
-from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
+from nanorlhf.evals.common import pct
 from nanorlhf.evals.context import Section
-from nanorlhf.evals.preference import fitting, gold_mean, win_rate
-from nanorlhf.generate import generate, response_texts
-from nanorlhf.jsonl import PROMPT, read_jsonl
-from nanorlhf.ppo import kl_estimate, token_logprobs
-
-METHODS = ("SFT", "best-of-n", "PPO", "PPO-ptx", "DPO", "RLAIF-hybrid PPO", "iterated PPO", "up-front PPO")
+from nanorlhf.feedback import PRINCIPLE
+from nanorlhf.frontier import Run, frontier_section, measure  # noqa: F401  (measure: re-exported for ablate.py)
 
 
-@dataclass
-class Run:
-    name: str
-    """row label, e.g. "dpo_b0.1" """
-    method: str
-    """one of METHODS"""
-    ckpt: str = ""
-    """policy checkpoint ('' for best-of-n, which samples SFT)"""
-    n: int = 0
-    """best-of-n: samples per prompt"""
-    human_labels: int | None = None
-    """comparisons (prompts ranked) by simulated humans; None = read from the run's files"""
-    ai_labels: int | None = None
-    """pairs labeled by the feedback model"""
-    wall_s: float | None = None
-    """seconds of the method's own training; None = read from the run's files"""
+@dataclass(frozen=True)
+class Plan:
+    """What --lineage=true trains from the largest SFT model and the RM's comparisons, and how it is measured."""
+    bon_ns: tuple = (2, 4, 8, 16)
+    """best-of-n sizes (no training: SFT samples n, the RM keeps its favourite)"""
+    dpo_betas: tuple = (0.1, 0.3, 1.0)
+    """one DPO run per beta"""
+    dpo_max_steps: int = 0
+    """DPO steps (0 = one epoch over the RM's comparisons)"""
+    ai_pairs: int = 600
+    """harmlessness pairs the feedback model labels for the RLAIF hybrid PM, beside the RM's comparisons"""
+    rounds: int = 4
+    """iterated online RLHF: rounds that split the RM's label budget and the PPO iterations"""
+    n_prompts: int = 200
+    """test prompts each frontier point is measured on"""
+    max_new_tokens: int = 48
+    """longest sampled response when measuring"""
 
 
-# -----------------------------------------------------------------------------
-# measuring one policy
+PLANS = {"tiny": Plan(bon_ns=(2, 4), dpo_betas=(0.1, 1.0), dpo_max_steps=2, ai_pairs=4, rounds=2, n_prompts=8,
+                      max_new_tokens=16),
+         "small": Plan(),
+         "paper": Plan(bon_ns=(2, 4, 8, 16, 64, 256), n_prompts=1000)}
 
 
-@torch.no_grad()
-def sample_with_kl(model, ref, tok, rows: list[dict], max_new_tokens: int, seed: int, batch: int = 64):
-    """One sampled response per prompt and the per-prompt KL estimate sum_t log pi - log pi_SFT.  # (texts, (N,))"""
-    gen, texts, kls = torch.Generator().manual_seed(seed), [], []
-    dev = next(model.parameters()).device
-    for i in range(0, len(rows), batch):
-        ro = generate(model, [chat_prompt(tok, r["prompt"]) for r in rows[i:i + batch]], max_new_tokens,
-                      stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
-        ref_lp = token_logprobs(ref(ro.tokens.to(dev), attention_mask=ro.attention_mask.to(dev)), ro.tokens)
-        kls.append(kl_estimate(ro.logprobs, ref_lp, ro.response_mask).cpu())     # (b,)
-        texts += response_texts(ro, tok)
-    return texts, torch.cat(kls)
+def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
+    """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
+    pipeline's own (`st`: pipeline.Stages; out/<run>/<stage>/stage.json):
+
+      dpo_b<beta>_<size>  DPO on the RM's comparisons (no RM, no sampling), one per beta
+      rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO
+      iterated_<size>     the RM's label budget and the PPO iterations split over rounds, each round labeling
+                          the current policy's samples; the same budget up front is the pipeline's ppo_<size>
+    """
+    import train_dpo
+    import train_iterated
+    from nanorlhf.config import parse_config
+    plan = PLANS[cfg.preset]
+    sft, cmp, val = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/comparisons.jsonl", f"{out}/rm/val_comparisons.jsonl"
+    for beta in plan.dpo_betas:
+        name = f"dpo_b{beta}_{size}"
+        dc = parse_config(train_dpo.Config, common + [f"--sft={sft}", f"--comparisons={cmp}", f"--out_dir={out}/{name}",
+                                                      f"--val_comparisons={val}", f"--beta={beta}",
+                                                      f"--max_steps={plan.dpo_max_steps}"])
+        st.run(name, train_dpo.main, dc, [sft, cmp], f"{out}/{name}/ckpt.pt")
+    rm = st.log["rm"]
+    budget = rm["result"]["report"]["n_train_comparisons"]           # prompts the RM's labelers ranked
+    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta and iterations)
+    shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
+              f"--labeler_seed={cfg.labeler_seed}"]
+    for name, flags, inputs in (
+            (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
+                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={cfg.ppo_iterations}"],
+             [sft, cmp]),
+            (f"iterated_{size}", [f"--rounds={plan.rounds}", f"--prompts_per_round={budget // plan.rounds}",
+                                  f"--ppo_iterations={cfg.ppo_iterations // plan.rounds}"], [sft])):
+        ic = parse_config(train_iterated.Config, common + shared + flags + [f"--out_dir={out}/{name}"])
+        st.run(name, train_iterated.main, ic, inputs, f"{out}/{name}/ppo/ckpt.pt")
 
 
-def bon_texts(ctx, rows: list[dict], ns: list[int]) -> tuple[dict[int, list[str]], float]:
-    """For each n, SFT's best of its first n samples per prompt by the RM; and the seconds it took for max(ns)."""
-    from nanorlhf.evals.bon import rm_matrix, sample_n
-    t0 = time.time()
-    sft, tok = ctx.model("sft")
-    rm, _, bias = ctx.reward_model()
-    samples = sample_n(sft, tok, rows, max(ns), ctx.max_new_tokens, ctx.seed)       # (P lists of N)
-    scores = rm_matrix(rm, tok, rows, samples, bias, ctx.device)                     # (P, N)
-    picks = {n: [ts[int(s[:n].argmax())] for ts, s in zip(samples, scores)] for n in ns}
-    return picks, time.time() - t0
+def _read_json(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
 
 
-def provenance(run: Run) -> tuple[int | None, int | None, float | None]:
-    """(human labels, AI labels, wall seconds) from the run's own files when the Run does not say."""
-    from nanorlhf.checkpoint import load_checkpoint
-    h, a, w = run.human_labels, run.ai_labels, run.wall_s
-    if not run.ckpt or None not in (h, a, w):
-        return h, a, w
-    ck = load_checkpoint(run.ckpt)
-    lin = ck["extra"].get("lineage")                                   # DPO writes this
-    report = os.path.join(os.path.dirname(os.path.dirname(run.ckpt)), "report.json")
-    if lin is None and os.path.basename(os.path.dirname(run.ckpt)) == "ppo" and os.path.exists(report):
-        with open(report) as f:                                        # iterated / RLAIF / up-front
-            lin = json.load(f)
-        lin = lin if "rounds" in lin else None
-    if lin is None and "rm" in ck["config"]:                           # train_ppo: labels are the RM's
-        rm = load_checkpoint(ck["config"]["rm"])["extra"]
-        metrics = os.path.join(os.path.dirname(run.ckpt), "metrics.jsonl")
-        rows = [json.loads(x) for x in open(metrics)] if os.path.exists(metrics) else []
-        wall = sum(ck["config"]["batch_size"] / r["time/episodes_per_s"] for r in rows
-                   if r.get("time/episodes_per_s") and r["step"] <= ck["step"])
-        lin = {"human_labels": rm.get("report", {}).get("n_train_comparisons", rm.get("n_comparisons")),
-               "ai_labels": 0, "wall_s": wall or None}
-    lin = lin or {}
-    return (h if h is not None else lin.get("human_labels"), a if a is not None else lin.get("ai_labels"),
-            w if w is not None else lin.get("wall_s"))
+def discover_runs(out: str, size: str, bon_ns=(2, 4, 8, 16), sweeps: bool = False) -> list[Run]:
+    """The frontier's runs in a pipeline run folder (out/<run>): best-of-n, ppo_<size>'s checkpoints, ppo_ptx_<size>
+    (and the beta / gamma_ptx sweeps), dpo_b*_<size>, rlaif_<size> and each round of iterated_<size>; labels and
+    wall time from the stages' own files (stage.json, report.json, the DPO checkpoint)."""
+    rm_labels = _read_json(f"{out}/rm/report.json").get("n_train_comparisons")
+    runs = [Run(f"bon{n}", "best-of-n", n=n, human_labels=rm_labels, ai_labels=0) for n in bon_ns]
+    ppo = [(f"ppo_{size}", "PPO", True), (f"ppo_ptx_{size}", "PPO-ptx", False)]
+    ppo += [(f"ppo_beta0.02_{size}", "PPO", False), (f"ppo_beta0.3_{size}", "PPO", False),
+            (f"ppo_ptx4_{size}", "PPO-ptx", False)] if sweeps else []
+    for stage, method, every in ppo:                        # PPO's wall: its stage's, pro rata per iteration
+        meta = _read_json(f"{out}/{stage}/stage.json")
+        total, secs = meta.get("config", {}).get("iterations"), meta.get("seconds")
+        iters = sorted(int(p[:-3].rsplit("iter", 1)[1]) for p in glob.glob(f"{out}/{stage}/iter*.pt")) if every else []
+        for it in iters[:-1]:
+            runs.append(Run(f"{stage}@{it}", method, f"{out}/{stage}/iter{it}.pt", human_labels=rm_labels, ai_labels=0,
+                            wall_s=secs * it / total if secs and total else None))
+        if os.path.exists(f"{out}/{stage}/ckpt.pt"):
+            runs.append(Run(stage, method, f"{out}/{stage}/ckpt.pt", human_labels=rm_labels, ai_labels=0, wall_s=secs))
+    runs += [Run(os.path.basename(os.path.dirname(p)), "DPO", p)              # labels, wall: in the checkpoint
+             for p in sorted(glob.glob(f"{out}/dpo_b*_{size}/ckpt.pt"))]
+    for stage, method in ((f"rlaif_{size}", "RLAIF-hybrid PPO"), (f"iterated_{size}", "iterated PPO")):
+        rounds = _read_json(f"{out}/{stage}/report.json").get("rounds", [])
+        for i, r in enumerate(rounds):
+            last = i == len(rounds) - 1
+            ckpt = f"{out}/{stage}/ppo/ckpt.pt" if last else r.get("ppo_ckpt", "")
+            if os.path.exists(ckpt):
+                runs.append(Run(stage if last else f"{stage}@r{i + 1}", method, ckpt, human_labels=r["human_labels"],
+                                ai_labels=r["ai_labels"], wall_s=r.get("wall_s")))
+    return runs
 
 
-def measure(ctx, runs: list[Run]) -> list[dict]:
-    """gold, win rate vs SFT (held-out labelers), KL from SFT, labels and wall time of every run."""
-    from nanorlhf.checkpoint import load_checkpoint, load_model
-    sft, tok = ctx.model("sft")
-    rows = read_jsonl(os.path.join(ctx.data_dir, "test_prompts.jsonl"), PROMPT)
-    rows = fitting(rows, tok, sft.cfg.block_size, ctx.max_new_tokens)[:ctx.n]
-    sft_texts, _ = sample_with_kl(sft, sft, tok, rows, ctx.max_new_tokens, ctx.seed)
-    rm_labels = load_checkpoint(ctx.rm)["extra"].get("report", {}).get("n_train_comparisons") if ctx.rm else None
-    points = [{"name": "sft", "method": "SFT", "kl": 0.0, "gold": gold_mean(ctx.judge, rows, sft_texts),
-               "win": 0.5, "lo": None, "hi": None, "human_labels": 0, "ai_labels": 0, "wall_s": None,
-               "n_prompts": len(rows)}]
-    bon_ns = [r.n for r in runs if r.method == "best-of-n"]
-    bon, bon_s = bon_texts(ctx, rows, bon_ns) if bon_ns else ({}, 0.0)
-    for run in runs:
-        if run.method == "best-of-n":
-            from nanorlhf.evals.bon import bon_kl
-            texts, kl = bon[run.n], bon_kl(run.n)           # analytic: log n - (n - 1)/n
-            h = run.human_labels if run.human_labels is not None else rm_labels
-            a, w = 0, bon_s * run.n / max(bon_ns)          # sampling and scoring n per prompt, at test time
-        else:
-            model, _, _ = load_model(run.ckpt, ctx.device)
-            texts, kls = sample_with_kl(model.eval(), sft, tok, rows, ctx.max_new_tokens, ctx.seed)
-            kl, (h, a, w) = kls.mean().item(), provenance(run)
-        wr = win_rate(ctx.judge, rows, texts, sft_texts, random.Random(ctx.labeler_seed + 7))
-        points.append({**asdict(run), "kl": kl, "gold": gold_mean(ctx.judge, rows, texts), "win": wr["rate"],
-                       "lo": wr["lo"], "hi": wr["hi"], "human_labels": h, "ai_labels": a, "wall_s": w})
-        print(f"{run.name:14s} KL {kl:6.2f}  gold {points[-1]['gold']:+.3f}  win vs SFT {wr['rate']:.1%}")
-    return points
+def lineage_notes(out: str, size: str) -> list[str]:
+    """What the table cannot say: the RM's cost, the feedback model's agreement, the iterated rounds."""
+    rm, notes = _read_json(f"{out}/rm/stage.json"), []
+    if rm:
+        notes.append(f"The reward model (stage rm: {rm['seconds']:.0f}s, {rm['result']['report']['n_train_comparisons']} "
+                     "prompts ranked) is shared by best-of-n, PPO and PPO-ptx and not in their wall; DPO needs none; "
+                     "RLAIF and iterated PPO fit their own preference models inside theirs.")
+    fb = (_read_json(f"{out}/rlaif_{size}/report.json").get("rounds") or [{}])[0].get("feedback_agreement")
+    if fb:
+        notes.append(f"RLAIF: the feedback model (the SFT model asked \"{PRINCIPLE}\") agrees with the gold order on "
+                     f"{pct(fb['gold'])} of its {fb['n_pairs']} harmlessness pairs and with the toxicity order on "
+                     f"{pct(fb['toxicity'])}; a simulated training labeler follows the toxicity order on "
+                     f"{pct(fb['train_labeler_toxicity'])}.")
+    it = _read_json(f"{out}/iterated_{size}/report.json").get("rounds", [])
+    if it:
+        stale = ", ".join(pct(r["stale_pm_accuracy"]) for r in it if "stale_pm_accuracy" in r)
+        notes.append(f"Iterated: {len(it)} rounds of {it[0]['human_labels']} prompts ranked on the current policy's "
+                     f"samples, the PM refit on all so far, then PPO; the same budget up front is ppo_{size} (the RM's "
+                     "comparisons on SFT samples, then all PPO iterations at once)."
+                     + (f" Last round's PM ranks the new policy's samples with pairwise accuracy {stale} "
+                        "(rounds 2 on): how stale it has become." if stale else ""))
+    return notes
 
 
-# -----------------------------------------------------------------------------
-# the over-optimisation laws, the table and the figure
-
-
-def gao_fit(points: list[dict], form: str, gold0: float) -> tuple[float, float] | None:
-    """Gao et al.'s (alpha, beta) through the SFT origin, for points with KL > 0 (None with fewer than 3:
-    two points determine both parameters exactly, which says nothing)."""
-    from nanorlhf.evals.overoptimization import fit_gao
-    pts = [p for p in points if p["kl"] > 0]
-    if len(pts) < 3:
-        return None
-    return fit_gao([math.sqrt(p["kl"]) for p in pts], [p["gold"] - gold0 for p in pts], form)
-
-
-def labels_text(h, a) -> str:
-    if h is None and a is None:
-        return "-"
-    return f"{h or 0}" + (f" + {a} AI" if a else "")
-
-
-def frontier_table(points: list[dict]) -> str:
-    rows = [[p["method"], p["name"], f"{p['kl']:.2f}", f"{p['gold']:+.3f}",
-             "50% (ref)" if p["lo"] is None else f"{pct(p['win'])} [{pct(p['lo'])}, {pct(p['hi'])}]",
-             labels_text(p["human_labels"], p["ai_labels"]),
-             "-" if p["wall_s"] is None else f"{p['wall_s']:.0f}s"]
-            for p in sorted(points, key=lambda p: (METHODS.index(p["method"]) if p["method"] in METHODS else 99,
-                                                   p["kl"]))]
-    return md_table(["method", "run", "KL from SFT (nats)", "gold", "win vs SFT [95% CI]", "labels", "wall"], rows)
-
-
-def frontier_plot(ctx, points: list[dict], fits: dict) -> str:
-    from nanorlhf.evals.overoptimization import gao_curve
-    fig, (ax_g, ax_w) = new_figure(2)
-    gold0 = points[0]["gold"]
-    for m in METHODS:
-        pts = sorted([p for p in points if p["method"] == m], key=lambda p: p["kl"])
-        if not pts:
-            continue
-        line = ax_g.plot([p["kl"] for p in pts], [p["gold"] for p in pts], "o-", label=m)[0]
-        ax_w.plot([p["kl"] for p in pts], [p["win"] for p in pts], "o-", color=line.get_color(), label=m)
-        form = "bon" if m == "best-of-n" else "rl" if m == "PPO" else None
-        if form and fits.get(form):
-            kls = np.linspace(0, max(p["kl"] for p in pts), 50)
-            ax_g.plot(kls, gold0 + gao_curve(np.sqrt(kls), *fits[form], form), ":", color=line.get_color())
-    ax_g.set(xlabel="KL from SFT (nats)", ylabel="gold score", title="gold reward vs KL")
-    ax_w.set(xlabel="KL from SFT (nats)", ylabel="win rate vs SFT", title="held-out labelers vs KL")
-    ax_w.axhline(0.5, color="grey", lw=0.5)
-    ax_g.legend(fontsize=7)
-    return save_figure(fig, ctx, "frontier.png")
-
-
-def frontier_section(ctx, runs) -> Section:
-    """The lineage's frontier as a report Section: table, Gao et al. fits and frontier.png."""
-    runs = [r if isinstance(r, Run) else Run(**r) for r in runs]
-    points = measure(ctx, runs)
-    gold0 = points[0]["gold"]
-    fits = {"bon": gao_fit([p for p in points if p["method"] == "best-of-n"], "bon", gold0),
-            "rl": gao_fit([p for p in points if p["method"] == "PPO"], "rl", gold0)}
-    fig = frontier_plot(ctx, points, fits)
-    lines = [frontier_table(points), "",
-             f"{len(points) - 1} runs against SFT on {points[0]['n_prompts']} test prompts (held-out organisations); gold: held-out "
-             "pool, evaluation-time instructions; win: a held-out labeler compares with SFT's response; KL: the "
-             "sampled per-token estimate (best-of-n: log n - (n-1)/n); labels: prompts ranked (+ AI-labeled pairs)."]
-    for kind, law in (("bon", "d(alpha - beta d)"), ("rl", "d(alpha - beta log d)")):
-        if fits[kind]:
-            lines.append(f"Gao et al. fit, {'best-of-n' if kind == 'bon' else 'PPO'}: gold gain = {law} with "
-                         f"alpha = {fits[kind][0]:+.3f}, beta = {fits[kind][1]:+.3f} (d = sqrt(KL)).")
-    return Section("The lineage: gold reward against KL", "\n".join(lines), [fig], {"points": points, "fits": fits})
-
-
-# -----------------------------------------------------------------------------
-# every run under an out folder, for `python -m nanorlhf.lineage`
-
-
-def discover_runs(out_root: str, bon_ns=(2, 4, 8, 16)) -> list[Run]:
-    """The standard run folders: ppo, ppo_ptx, dpo*, rlaif, iterated, upfront (and PPO's iter checkpoints)."""
-    runs = [Run(f"bon{n}", "best-of-n", n=n) for n in bon_ns]
-    ppo_iters = sorted(glob.glob(os.path.join(out_root, "ppo", "iter*.pt")), key=lambda p: int(p[:-3].split("iter")[-1]))
-    runs += [Run("ppo@" + os.path.basename(p)[4:-3], "PPO", p) for p in ppo_iters]
-    named = [("ppo_ptx", "PPO-ptx", "ppo_ptx/ckpt.pt"), ("rlaif", "RLAIF-hybrid PPO", "rlaif/ppo/ckpt.pt"),
-             ("iterated", "iterated PPO", "iterated/ppo/ckpt.pt"), ("upfront", "up-front PPO", "upfront/ppo/ckpt.pt")]
-    named += [(os.path.basename(os.path.dirname(p)), "DPO", os.path.relpath(p, out_root))
-              for p in sorted(glob.glob(os.path.join(out_root, "dpo*", "ckpt.pt")))]
-    return runs + [Run(n, m, os.path.join(out_root, p)) for n, m, p in named if os.path.exists(os.path.join(out_root, p))]
+def pipeline_frontier(ctx, out: str, size: str, preset: str, sweeps: bool = False) -> Section:
+    """The frontier section of out/<run>/report.md: every run discover_runs finds, measured against sft_<size>."""
+    from nanorlhf.evals.context import EvalContext
+    plan = PLANS[preset]
+    sub = EvalContext(ctx.judge, ctx.data_dir, ctx.out_dir, {"sft": f"{out}/sft_{size}/ckpt.pt"}, rm=f"{out}/rm/ckpt.pt",
+                      device=ctx.device, seed=ctx.seed, labeler_seed=ctx.labeler_seed, n=plan.n_prompts,
+                      max_new_tokens=plan.max_new_tokens)
+    return frontier_section(sub, discover_runs(out, size, plan.bon_ns, sweeps), lineage_notes(out, size))
 
 
 @dataclass
 class Config:
-    out_root: str = "out/small"
-    """folder holding sft/, rm/ and the lineage's runs; the frontier goes to out_root/lineage"""
+    run_dir: str = "out/small"
+    """a pipeline run folder holding sft_<size>/, rm/ and the lineage's stages (pipeline.py --lineage=true)"""
     data_dir: str = "data/small"
     """world data folder (test prompts)"""
-    n: int = 200
-    """test prompts"""
+    size: str = "1m"
+    """model size whose SFT model is the reference"""
+    preset: str = "small"
+    """which Plan measures: tiny, small or paper"""
+    sweeps: bool = False
+    """also plot the pipeline's beta and gamma_ptx sweep runs (pipeline.py --sweeps=true)"""
+    labeler_seed: int = 0
+    """seed of the simulated labeler pool"""
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
 
 def main(cfg: Config) -> Section:
+    """Measure the frontier of an existing run folder again, without the pipeline: run_dir/lineage.md."""
     from nanorlhf.evals.context import EvalContext
     from nanorlhf.judge import Judge
-    out = os.path.join(cfg.out_root, "lineage")
-    ctx = EvalContext(Judge(cfg.data_dir), cfg.data_dir, out, {"sft": os.path.join(cfg.out_root, "sft", "ckpt.pt")},
-                      rm=os.path.join(cfg.out_root, "rm", "ckpt.pt"), device=cfg.device, n=cfg.n)
-    sec = frontier_section(ctx, discover_runs(cfg.out_root))
-    with open(os.path.join(out, "lineage.md"), "w") as f:
+    ctx = EvalContext(Judge(cfg.data_dir, cfg.labeler_seed), cfg.data_dir, cfg.run_dir, {},
+                      device=cfg.device, labeler_seed=cfg.labeler_seed)
+    sec = pipeline_frontier(ctx, cfg.run_dir, cfg.size, cfg.preset, cfg.sweeps)
+    with open(os.path.join(cfg.run_dir, "lineage.md"), "w") as f:
         f.write(f"## {sec.title}\n\n{sec.markdown}\n\n![frontier]({sec.figures[0]})\n")
-    with open(os.path.join(out, "lineage.json"), "w") as f:
-        json.dump(sec.data, f, indent=1, default=str)
     print(sec.markdown)
     return sec
 

@@ -79,6 +79,33 @@ def test_rlaif_labels_pairs_fits_a_hybrid_pm_and_runs_ppo(stages):
     assert os.path.exists(res["ckpt"])
 
 
+def test_ai_comparisons_are_read_back_by_rm_dpo_and_iterated(stages):
+    """A comparison file holding source "ai" rows (RLAIF's hybrid set) passes the COMPARISON schema; train_rm.py
+    trains on it, train_dpo.py and train_iterated.py count its AI labels apart from the human ones."""
+    from nanorlhf.comparisons import load_comparisons
+    from nanorlhf.jsonl import label_counts
+    s = stages
+    hybrid = os.path.join(s["out"], "rlaif", "comparisons.jsonl")
+    if not os.path.exists(hybrid):  # the RLAIF test writes it; run alone, make it here
+        train_iterated.main(parse_config(train_iterated.Config, iterated_flags(
+            s, "rlaif", "--rounds=1", "--prompts_per_round=0", "--ai_pairs_per_round=4", "--ppo_iterations=1",
+            f"--comparisons={s['out']}/rm/comparisons.jsonl")))
+    human, ai = label_counts(load_comparisons(hybrid))
+    assert ai == 4 and human > 0
+    rm = train_rm.main(parse_config(train_rm.Config, ["--preset=tiny", f"--sft={s['out']}/sft/ckpt.pt",
+                                                      f"--data_dir={s['data']}", f"--comparisons={hybrid}",
+                                                      f"--out_dir={s['out']}/rm_hybrid", "--heldout_folds=0"]))
+    assert rm["report"]["n_train_comparisons"] == human + ai and os.path.exists(rm["ckpt"])
+    dpo = train_dpo.main(parse_config(train_dpo.Config, [
+        "--preset=tiny", f"--sft={s['out']}/sft/ckpt.pt", f"--comparisons={hybrid}", "--val_comparisons=",
+        f"--out_dir={s['out']}/dpo_hybrid", "--max_steps=1"]))
+    lineage = torch.load(dpo["ckpt"], weights_only=True)["extra"]["lineage"]
+    assert lineage["ai_labels"] == 4 and lineage["human_labels"] <= human
+    again = train_iterated.main(parse_config(train_iterated.Config, iterated_flags(
+        s, "from_hybrid", "--rounds=1", "--prompts_per_round=2", "--ppo_iterations=1", f"--comparisons={hybrid}")))
+    assert (again["report"]["human_labels"], again["report"]["ai_labels"]) == (human + 2, 4)
+
+
 def test_iterated_two_rounds_refresh_the_pm_and_continue_ppo(stages):
     """Two rounds of (4 prompts labeled on the current policy -> PM on all so far -> 1 PPO iteration):
     labels accumulate, round 2 measures the stale PM on fresh samples, PPO resumes to iteration 2."""
@@ -95,7 +122,7 @@ def test_frontier_section_tables_every_method(stages, dpo_run):
     table and a PNG with labels and wall time."""
     from nanorlhf.evals.context import EvalContext
     from nanorlhf.judge import Judge
-    from nanorlhf.lineage import Run, frontier_section
+    from nanorlhf.frontier import Run, frontier_section
     s = stages
     ctx = EvalContext(Judge(s["data"]), s["data"], os.path.join(s["out"], "lineage"),
                       {"sft": os.path.join(s["out"], "sft", "ckpt.pt")}, rm=os.path.join(s["out"], "rm", "ckpt.pt"),

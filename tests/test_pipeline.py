@@ -1,4 +1,5 @@
-"""The one command at the tiny scale: every stage runs, the report and its figures exist, its numbers parse."""
+"""The one command at the tiny scale: every stage runs (the lineage's too), the report and its figures exist,
+its numbers parse, a rerun reuses every stage."""
 import json
 import os
 import re
@@ -8,8 +9,9 @@ from nanorlhf.config import parse_config
 
 
 def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
-    """pipeline --preset=tiny writes report.md with every figure; a rerun reuses every stage."""
-    flags = ["--preset=tiny", f"--out_root={tmp_path}/out", f"--data_root={tmp_path}/data"]
+    """pipeline --preset=tiny --lineage=true writes report.md with every figure, the lineage's frontier table
+    (every method, labels, wall) and frontier.png; a rerun reuses every stage, the lineage's included."""
+    flags = ["--preset=tiny", "--lineage=true", f"--out_root={tmp_path}/out", f"--data_root={tmp_path}/data"]
     res = pipeline.main(parse_config(pipeline.Config, flags))
     out = os.path.join(tmp_path, "out", "tiny")
     text = open(res["report"]).read()
@@ -19,9 +21,23 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
     rates = [float(x) for x in re.findall(r"\| (\d+)% \[", text)]
     assert rates and all(0 <= r <= 100 for r in rates)
     data = json.load(open(os.path.join(out, "report.json")))
-    assert set(data["stages"]) >= {"base_a", "sft_a", "flan_a", "rm", "ppo_a", "ppo_ptx_a", "evaluate"}
+    lineage = {"dpo_b0.1_a", "dpo_b1.0_a", "rlaif_a", "iterated_a"}
+    assert set(data["stages"]) >= {"base_a", "sft_a", "flan_a", "rm", "ppo_a", "ppo_ptx_a", "evaluate"} | lineage
+    # the frontier: a section with its figure, one row per method, labels (AI ones for RLAIF) and wall time
+    frontier = text.split("## The lineage: gold reward against KL")[1].split("\n## ")[0]
+    assert "![frontier.png](frontier.png)" in frontier
+    for row in ("| SFT | sft |", "| best-of-n | bon2 |", "| PPO | ppo_a |", "| PPO-ptx | ppo_ptx_a |",
+                "| DPO | dpo_b0.1_a |", "| DPO | dpo_b1.0_a |", "| RLAIF-hybrid PPO | rlaif_a |",
+                "| iterated PPO | iterated_a@r1 |", "| iterated PPO | iterated_a |"):
+        assert row in frontier, row
+    assert re.search(r"\| RLAIF-hybrid PPO \| rlaif_a \|.*\| \d+ \+ 4 AI \| \d+s \|", frontier)
+    points = data["sections"]["The lineage: gold reward against KL"]["points"]
+    assert all(p["wall_s"] is not None and p["human_labels"] is not None for p in points[1:])
+    ckpts = {s: os.path.join(out, s, "ppo" if s[0] in "ri" else "", "ckpt.pt") for s in lineage}
+    mtimes = {s: os.path.getmtime(p) for s, p in ckpts.items()}
     again = pipeline.main(parse_config(pipeline.Config, flags))  # every stage is up to date now
     assert os.path.exists(again["report"])
+    assert mtimes == {s: os.path.getmtime(p) for s, p in ckpts.items()}  # the lineage's stages were reused
     # evaluate.py on the same outputs: the preference table, the knowledge probe and the ladder again
     import evaluate
     run = os.path.join(tmp_path, "out", "tiny")
@@ -33,3 +49,34 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
     assert 0 <= know["gpt"]["attempt_rate"]["all"] <= 1
     lad = evaluate.main(parse_config(evaluate.Config, common + ["--suite=ladder", "--sizes=a,b", "--seed=1"]))
     assert "sft_a" in lad["table"]
+
+
+def test_stage_reused_when_only_a_new_flag_at_its_default_differs(tmp_path):
+    """A stage that ran before a flag existed is reused while the new flag sits at its default (its old
+    behaviour), and rerun once the flag is set, or when an old field changes."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Before:
+        lr: float = 0.1
+
+    @dataclass
+    class After:
+        lr: float = 0.1
+        new_flag: bool = False
+
+    calls, ckpt = [], str(tmp_path / "s" / "ckpt.pt")
+
+    def main(cfg):
+        calls.append(cfg)
+        os.makedirs(os.path.dirname(ckpt), exist_ok=True)
+        open(ckpt, "w").write("weights")
+        return {}
+
+    st = pipeline.Stages(str(tmp_path), fresh=False)
+    st.run("s", main, Before(), [], ckpt)
+    st.run("s", main, After(), [], ckpt)                 # new flag at its default: reused
+    assert len(calls) == 1
+    st.run("s", main, After(new_flag=True), [], ckpt)    # set: rerun
+    st.run("s", main, After(lr=0.2, new_flag=True), [], ckpt)
+    assert len(calls) == 3
