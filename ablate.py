@@ -8,8 +8,9 @@ frontier: gold score of one sample per test prompt, held-out-labeler win rate ag
 plain-words warning, skipped steps). The "baseline, seed 1" row is the noise floor.
 
     python pipeline.py --preset=small          # first: the checkpoints this starts from
-    python ablate.py --preset=small            # ~40 min on 2 cores; rewrites the table in docs/details.md
+    python ablate.py --preset=small            # ~85 min on 2 cores; rewrites the table in docs/details.md
     python ablate.py --preset=small --only=baseline,no_whiten
+    python ablate.py --preset=small --only=ptx,dropout --train_only=true   # split rows over processes
 
 Writes out_dir/ablation.md, out_dir/ablation.json, out_dir/ablation.png and, with --doc, replaces
 the generated block of docs/details.md (and copies the figure beside it). Runs are cached
@@ -31,7 +32,7 @@ from nanorlhf.config import parse_config, print_config
 from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
 from nanorlhf.evals.context import EvalContext
 from nanorlhf.judge import Judge
-from nanorlhf.lineage import Run, measure
+from nanorlhf.frontier import Run, measure
 from nanorlhf.rollout import diagnose
 from pipeline import Stages
 
@@ -92,6 +93,8 @@ class Config:
     """cpu, cuda, or auto"""
     fresh: bool = False
     """retrain every row even when cached"""
+    train_only: bool = False
+    """train the rows and stop (to split rows over processes with --only; a later full run measures)"""
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(run_dir="out/tiny", size="a", data_dir="data/tiny", out_dir="out/tiny/ablate", iterations=2,
@@ -203,6 +206,9 @@ def main(cfg: Config) -> list[dict]:
     st = Stages(cfg.out_dir, cfg.fresh)
     ckpts = {name: train_row(cfg, st, name, stage, flags) for name, _, stage, flags in rows}
     train_s = time.time() - t0
+    if cfg.train_only:
+        print(f"trained {len(rows)} rows in {train_s / 60:.1f} min; run without --train_only to measure")
+        return []
 
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     ctx = EvalContext(judge, cfg.data_dir, cfg.out_dir, {"sft": f"{cfg.run_dir}/sft_{cfg.size}/ckpt.pt"},
