@@ -305,3 +305,77 @@ def test_tiny_policy_identities():
     new_lp = ppo.token_logprobs(policy(tokens), tokens)
     _, stats = ppo.policy_loss(new_lp, old_lp, torch.randn(B, T), mask)
     assert stats == {"ratio_mean": 1.0, "clipfrac": 0.0, "approx_kl": 0.0}
+
+
+# -----------------------------------------------------------------------------
+# the ablation switches (docs/details.md)
+
+
+def test_k1_and_k3_estimate_the_same_kl():
+    """Both per-token estimators average to KL(p || q) on samples from p; k3 is never negative, 0 where p = q."""
+    g = torch.Generator().manual_seed(0)
+    p, q = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.3, 0.5])
+    true_kl = (p * (p / q).log()).sum()
+    y = torch.multinomial(p, 200_000, replacement=True, generator=g)[None]       # (1, N)
+    lp, lq, mask = p.log()[y], q.log()[y], torch.ones_like(y, dtype=torch.bool)
+    k1 = ppo.per_token_kl(lp, lq, mask, "k1")
+    k3 = ppo.per_token_kl(lp, lq, mask, "k3")
+    assert abs(k1.mean() - true_kl) < 0.01 and abs(k3.mean() - true_kl) < 0.01
+    assert (k3 >= 0).all() and (k1 < 0).any()
+    assert (ppo.per_token_kl(lp, lp, mask, "k3") == 0).all()
+    with pytest.raises(ValueError, match="k1.*k3"):
+        ppo.per_token_kl(lp, lq, mask, "k2")
+
+
+def test_kl_loss_zero_at_reference_and_pulls_back():
+    """The KL-as-loss term is 0 when pi = pi_ref; a step against its gradient moves log-probs towards the reference."""
+    mask = make_mask([1, 1], [3, 2], 5)
+    ref = torch.log_softmax(torch.randn(2, 5), -1)
+    assert ppo.kl_loss(ref.clone(), ref, mask) == 0
+    lp = (ref + 0.5).requires_grad_(True)
+    ppo.kl_loss(lp, ref, mask).backward()
+    assert (lp.grad[mask] > 0).all() and (lp.grad[~mask] == 0).all()
+
+
+def test_value_loss_without_clip_is_plain_mse():
+    """clip=None gives 0.5 * mean((V - R)^2) over the mask, whatever the old values."""
+    mask = make_mask([1, 2], [3, 2], 6)
+    v, old, ret = torch.randn(2, 6), torch.randn(2, 6), torch.randn(2, 6)
+    loss, stats = ppo.value_loss(v, old, ret, mask, clip=None)
+    assert torch.allclose(loss, 0.5 * ((v - ret) ** 2)[mask].mean()) and stats["value_clipfrac"] == 0.0
+
+
+def _experience(**switches):
+    """make_experience on a hand-made rollout: row 0 ends with the stop token, row 1 was cut off."""
+    from types import SimpleNamespace
+    from nanorlhf.generate import Rollout
+    from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
+    from nanorlhf.rollout import make_experience
+    torch.manual_seed(0)
+    mc = GPTConfig(vocab_size=11, block_size=16, n_layer=1, n_head=1, n_embd=8)
+    policy, rm = GPT(mc), ScalarHeadModel(mc)
+    stop, pad = 10, 0
+    tokens = torch.tensor([[3, 4, 5, stop, pad, pad], [3, 4, 5, 6, 7, 8]])
+    am = (torch.arange(6) < torch.tensor([[4], [6]])).long()
+    resp = am.clone()
+    resp[:, :2] = 0                                                         # prompts are 2 tokens
+    ro = Rollout(tokens, am, resp, torch.zeros(2, 6), 2, stop)
+    cfg = SimpleNamespace(temperature=1.0, gamma=1.0, lam=0.95, clip=0.2, logprob_temperature=0.0,
+                          reward_at_last_token=True, eos_penalty=0.0, kl_in_reward=True, kl_estimator="k1",
+                          whiten_advantages=True, clip_value=True)
+    cfg.__dict__.update(switches)
+    with torch.no_grad():
+        rm_out = rm(tokens, attention_mask=am)                                 # (B, T)
+    return make_experience(policy, policy, rm, rm, ro, 0.0, 0.1, cfg), rm_out
+
+
+def test_eos_penalty_and_reward_column_switches():
+    """eos_penalty lowers only the cut-off row's score; reward_at_last_token=False reads the final column."""
+    base, rm_out = _experience()
+    assert torch.allclose(base["score"], torch.stack([rm_out[0, 3], rm_out[1, 5]]))
+    pen, _ = _experience(eos_penalty=1.0)
+    assert torch.allclose(pen["score"], base["score"] - torch.tensor([0.0, 1.0]))
+    col, _ = _experience(reward_at_last_token=False)
+    assert torch.allclose(col["score"], rm_out[:, -1]) and not torch.allclose(col["score"], base["score"])
+    raw, _ = _experience(whiten_advantages=False)
+    assert not torch.allclose(raw["advantages"], base["advantages"])

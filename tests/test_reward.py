@@ -121,3 +121,12 @@ def test_weighted_batch_loss_is_the_weighted_mean_of_prompt_losses():
     l1, l2 = rm_ranking_loss(r1, k1), rm_ranking_loss(r2, k2)
     assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2], [1.0, 3.0]), (l1 + 3 * l2) / 4)
     assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2]), (l1 + l2) / 2)
+
+
+def test_expand_to_pairs_keeps_every_untied_pair_once():
+    """The pairs ablation: a K-way ranking becomes its untied pairs, winner first, weight carried over."""
+    from nanorlhf.reward import expand_to_pairs
+    c = {"prompt": "p", "completions": ["a", "b", "c"], "ranking": [[2], [0, 1]], "weight": 2.0}
+    pairs = expand_to_pairs([c])
+    assert sorted((p["completions"][0], p["completions"][1]) for p in pairs) == [("c", "a"), ("c", "b")]
+    assert all(p["ranking"] == [[0], [1]] and p["weight"] == 2.0 and p["prompt"] == "p" for p in pairs)
