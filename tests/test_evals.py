@@ -182,3 +182,14 @@ def test_every_suite_runs_on_the_tiny_world(tiny):
             assert os.path.getsize(os.path.join(ctx.out_dir, fig)) > 0, (name, fig)
     sec = sweep_table(ctx, {"ptx 0": (tiny["paths"]["ppo"], 0.0, 0.1), "ptx 1": (tiny["paths"]["ppo_ptx"], 1.0, 0.2)})
     assert "|---" in sec.markdown and os.path.exists(os.path.join(ctx.out_dir, sec.figures[0]))
+
+
+def test_wilson_interval_contains_p_at_the_edges():
+    """The Wilson interval always holds the observed rate, in [0, 1], even at 0/n and n/n (plots need yerr >= 0)."""
+    from nanorlhf.evals.preference import wilson
+    for n in (1, 7, 24, 300, 1000):
+        for wins in (0, n // 3, n):
+            lo, hi = wilson(wins, n)
+            assert 0.0 <= lo <= wins / n <= hi <= 1.0
+    lo, hi = wilson(150, 300)
+    assert 0.44 < lo < 0.45 and 0.55 < hi < 0.56

@@ -45,7 +45,8 @@ def wilson(wins: float, n: int, z: float = 1.96) -> tuple[float, float]:
     d = 1 + z * z / n
     c = (p + z * z / (2 * n)) / d
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return c - h, c + h
+    # clamped: at p = 0 or 1 rounding can put the bound ~1e-17 on the wrong side of p (negative error bars)
+    return max(0.0, min(c - h, p)), min(1.0, max(c + h, p))
 
 
 def win_rate(judge, rows: list[dict], texts: list[str], ref_texts: list[str], rng: random.Random) -> dict:

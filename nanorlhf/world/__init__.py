@@ -34,6 +34,8 @@ corpus.jsonl         {{id, kind, text}}; kind in encyclopedia, story, gossip, qu
                      line ("Encyclopedia: ...", "Quiz:", ...); never the chat format.
 sft.jsonl            Prompt fields + {{prompt, response, demonstrator}}: prompt == text
                      (the instruction), response = the labeler demonstration.
+public_tasks.jsonl   {{id, org, category, prompt, response}}: templated public-NLP tasks with instructions (the
+                     FLAN/T0 analog's training set), as many as the demonstrations.
 rm_prompts.jsonl     Prompt fields + {{prompt}} (== text; no responses: rank samples with the labelers).
 ppo_prompts.jsonl    Prompt fields.
 val_prompts.jsonl    Prompt fields (held-out organisations).
@@ -101,6 +103,9 @@ def write_world(data, out):
         _jsonl(os.path.join(out, f"{s}_prompts.jsonl"), [{**p.to_dict(), "prompt": p.text} for p in data.prompts[s]])
     for name, items in data.benchmarks.items():
         _jsonl(os.path.join(out, "benchmarks", f"{name}.jsonl"), items)
+    # the FLAN/T0 analog's training set: public-NLP-style tasks with instructions, as many as the demonstrations
+    from .public_tasks import public_task_demos
+    write_jsonl(os.path.join(out, "public_tasks.jsonl"), public_task_demos(data, n=len(data.prompts["sft"])))
     with open(os.path.join(out, "world.json"), "w", encoding="utf-8") as f:
         json.dump(data.world.to_json(), f, ensure_ascii=False, indent=1, sort_keys=True)
     with open(os.path.join(out, "meta.json"), "w", encoding="utf-8") as f:  # how to rebuild this world
