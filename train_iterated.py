@@ -22,7 +22,13 @@ Three runs of the lineage are this one loop with different flags:
     python train_iterated.py --preset=small --rounds=1 --prompts_per_round=0 --ai_pairs_per_round=600 \\
         --comparisons=out/small/rm/comparisons.jsonl --ppo_iterations=60 --out_dir=out/small/rlaif   # RLAIF hybrid PM
 
-Writes out_dir/rm{r}.pt, out_dir/comparisons.jsonl (all so far), out_dir/ppo/ (the policy) and report.json.
+`python pipeline.py --preset=small --lineage=true` runs two of them as stages from its own sft_1m and
+RM (nanorlhf/lineage.py): rlaif_1m (600 AI pairs beside the RM's comparisons, the pipeline's PPO
+iterations) and iterated_1m (4 rounds, each a quarter of the RM's prompts and of the PPO iterations; the
+same budget up front is the pipeline's ppo_1m), both at the pipeline's beta and the RM's learning rate.
+
+Writes out_dir/rm{r}.pt, out_dir/comparisons.jsonl (all so far; AI rows have source "ai"), out_dir/ppo/
+(the policy, iter{N}.pt at the end of each round) and report.json (labels and wall seconds per round).
 """
 from __future__ import annotations
 
