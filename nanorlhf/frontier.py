@@ -173,11 +173,14 @@ def frontier_plot(ctx, points: list[dict], fits: dict) -> str:
         ax_w.plot([p["kl"] for p in pts], [p["win"] for p in pts], "o-", color=line.get_color(), label=m)
         form = "bon" if m == "best-of-n" else "rl" if m == "PPO" else None
         if form and fits.get(form):
-            kls = np.linspace(0, max(p["kl"] for p in pts), 50)
+            kls = np.concatenate([np.linspace(0, 1, 20), np.geomspace(1, max(1.0, max(p["kl"] for p in pts)), 40)])
             ax_g.plot(kls, gold0 + gao_curve(np.sqrt(kls), *fits[form], form), ":", color=line.get_color())
     ax_g.set(xlabel="KL from SFT (nats)", ylabel="gold score", title="gold reward vs KL")
     ax_w.set(xlabel="KL from SFT (nats)", ylabel="win rate vs SFT", title="held-out labelers vs KL")
     ax_w.axhline(0.5, color="grey", lw=0.5)
+    for ax in (ax_g, ax_w):                 # linear to 1 nat, logarithmic beyond: a hacked run at 50 nats fits too
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(left=-0.1)
     ax_g.legend(fontsize=7)
     return save_figure(fig, ctx, "frontier.png")
 

@@ -26,7 +26,8 @@ def compute_section(log: dict, flops: dict[str, float], big: str) -> str:
     """Wall-clock and FLOPs of every stage, then the largest model's stages beside the paper's PF/s-days."""
     from nanorlhf.evals.compute import compute_table
     lines = ["| stage | wall-clock | FLOPs |", "|---|---|---|"]
-    lines += [f"| {n} | {e.get('seconds', 0):.0f}s | {flops.get(n, 0.0):.2e} |" for n, e in log.items()]
+    lines += [f"| {n} | {e.get('seconds', 0):.0f}s | {f'{flops[n]:.2e}' if flops.get(n) else 'not counted'} |"
+              for n, e in log.items()]
     mine = {"pretrain": flops.get(f"base_{big}", 0.0), "sft": flops.get(f"sft_{big}", 0.0),
             "rm": flops.get("rm", 0.0), "ppo_ptx": flops.get(f"ppo_ptx_{big}", 0.0)}
     return "\n".join(lines) + f"\n\nThe `{big}` model's stages beside the paper's 175B figures:\n\n" + compute_table(mine)
@@ -51,8 +52,9 @@ def rm_table(log: dict) -> str:
 def write_report(out: str, cfg, log: dict, sections: list, flops: dict, seconds: float) -> str:
     big = cfg.sizes.split(",")[0].split(":")[0]
     md = [f"# nanorlhf report: `{out}`", "",
-          f"`python pipeline.py " + " ".join(f"--{k}={v}" for k, v in dataclasses.asdict(cfg).items()
-                                          if k in ("preset", "seed", "labeler_seed")) + "`", "",
+          f"`python pipeline.py " + " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
+                                          for k, v in dataclasses.asdict(cfg).items()
+                                          if k in ("preset", "seed", "labeler_seed") or v is True) + "`", "",
           f"This invocation took {seconds / 60:.1f} min; the stages' own wall-clocks (as each last ran, "
           f"reused ones included) add up to {sum(e.get('seconds', 0) for e in log.values()) / 60:.1f} min "
           f"on {platform.machine()} with {torch.get_num_threads()} torch threads.", "",

@@ -138,6 +138,7 @@ def sweep_table(ctx, runs: dict, knob: str = "gamma_ptx", reward_name: str = "go
             ctx._cache[key] = (m.eval(), tok)
         s = capability_scores(ctx, *ctx._cache[key])
         res[label] = {"knob": value, "reward": reward, "raw": s, "normalised": normalised(s, gpt) if gpt else None}
+    res = dict(sorted(res.items(), key=lambda kv: kv[1]["knob"]))    # rows and the plotted line in knob order
     idx = {lab: (r["normalised"] or {}).get("index") for lab, r in res.items()}
     rows = [[lab, r["knob"], f"{r['reward']:+.3f}", _fmt(idx[lab])] + [_fmt(100 * r["raw"][k]) for k in HEADLINE]
             for lab, r in res.items()]
