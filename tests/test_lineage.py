@@ -7,28 +7,10 @@ import os
 import pytest
 import torch
 
-import pretrain
 import train_dpo
 import train_iterated
 import train_rm
-import train_sft
 from nanorlhf.config import parse_config
-from nanorlhf.world import build_world, write_world
-
-
-@pytest.fixture(scope="module")
-def stages(tmp_path_factory):
-    """Tiny world -> base (40 steps) -> SFT (1 epoch) -> RM, all under one temp folder."""
-    root = tmp_path_factory.mktemp("tiny_lineage")
-    data, out = str(root / "data"), str(root / "out")
-    write_world(build_world("tiny", 0), data)
-    pretrain.main(parse_config(pretrain.Config, ["--preset=tiny", f"--corpus={data}/corpus.jsonl",
-                                                 f"--out_dir={out}/base", "--max_steps=40"]))
-    train_sft.main(parse_config(train_sft.Config, ["--preset=tiny", f"--base={out}/base/ckpt.pt",
-                                                   f"--data_dir={data}", f"--out_dir={out}/sft", "--epochs=1"]))
-    train_rm.main(parse_config(train_rm.Config, ["--preset=tiny", f"--sft={out}/sft/ckpt.pt", f"--data_dir={data}",
-                                                 f"--out_dir={out}/rm", "--heldout_folds=0"]))
-    return {"data": data, "out": out}
 
 
 def iterated_flags(s, name, *extra):
