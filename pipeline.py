@@ -60,7 +60,7 @@ class Config:
     n_eval: int = 300
     """test prompts in the evaluation"""
     sweeps: bool = False
-    """also train PPO at other beta and gamma_ptx for the largest size: the paper's sweeps (about 8 min more)"""
+    """also train PPO at other beta and gamma_ptx for the largest size: the paper's sweeps (about 9 min more)"""
     lineage: bool = False
     """also train the lineage (DPO, RLAIF-hybrid PPO, iterated PPO; nanorlhf/lineage.py) and report its frontier"""
     suites: str = "all"
@@ -169,25 +169,24 @@ def main(cfg: Config) -> dict:
                                                  f"--labeler_seed={cfg.labeler_seed}"])
     st.run("rm", train_rm.main, rc, [f"{out}/sft_{big}/ckpt.pt"], f"{out}/rm/ckpt.pt")
     # 4. PPO and PPO-ptx per size, against that RM
-    for s in names:
-        for stage, ptx in ((f"ppo_{s}", 0.0), (f"ppo_ptx_{s}", cfg.ptx_coef)):
-            pc = parse_config(train_ppo.Config, common + [f"--sft={out}/sft_{s}/ckpt.pt", f"--rm={out}/rm/ckpt.pt",
-                                                          f"--data_dir={data}", f"--out_dir={out}/{stage}",
-                                                          f"--iterations={cfg.ppo_iterations}", f"--ptx_coef={ptx}",
-                                                          f"--beta={cfg.ppo_beta}"])
-            st.run(stage, train_ppo.main, pc, [f"{out}/sft_{s}/ckpt.pt", f"{out}/rm/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
+    def ppo(stage: str, size: str, beta: float, ptx: float) -> str:
+        """Train (or reuse) one PPO stage of `size` against the RM; returns its checkpoint."""
+        sft_ckpt, rm_ckpt, ckpt = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/ckpt.pt", f"{out}/{stage}/ckpt.pt"
+        pc = parse_config(train_ppo.Config, common + [f"--sft={sft_ckpt}", f"--rm={rm_ckpt}", f"--data_dir={data}",
+                                                      f"--out_dir={out}/{stage}", f"--iterations={cfg.ppo_iterations}",
+                                                      f"--ptx_coef={ptx}", f"--beta={beta}"])
+        st.run(stage, train_ppo.main, pc, [sft_ckpt, rm_ckpt], ckpt)
+        return ckpt
 
+    for s in names:
+        ppo(f"ppo_{s}", s, cfg.ppo_beta, 0.0)
+        ppo(f"ppo_ptx_{s}", s, cfg.ppo_beta, cfg.ptx_coef)
     # 4b. the sweeps of the alignment-tax section: gamma_ptx up, and beta up instead of ptx
     sweep_runs = {}
     if cfg.sweeps:
         for stage, beta, ptx in ((f"ppo_beta0.02_{big}", 0.02, 0.0), (f"ppo_beta0.3_{big}", 0.3, 0.0),
                                  (f"ppo_ptx4_{big}", cfg.ppo_beta, 4.0)):
-            pc = parse_config(train_ppo.Config, common + [f"--sft={out}/sft_{big}/ckpt.pt", f"--rm={out}/rm/ckpt.pt",
-                                                          f"--data_dir={data}", f"--out_dir={out}/{stage}",
-                                                          f"--iterations={cfg.ppo_iterations}", f"--ptx_coef={ptx}",
-                                                          f"--beta={beta}"])
-            st.run(stage, train_ppo.main, pc, [f"{out}/sft_{big}/ckpt.pt", f"{out}/rm/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
-            sweep_runs[stage] = (f"{out}/{stage}/ckpt.pt", beta, ptx)
+            sweep_runs[stage] = (ppo(stage, big, beta, ptx), beta, ptx)
         sweep_runs[f"ppo_{big}"] = (f"{out}/ppo_{big}/ckpt.pt", cfg.ppo_beta, 0.0)
         sweep_runs[f"ppo_ptx_{big}"] = (f"{out}/ppo_ptx_{big}/ckpt.pt", cfg.ppo_beta, cfg.ptx_coef)
     # 4c. the lineage after InstructGPT, from the largest SFT model and the RM's comparisons
