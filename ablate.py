@@ -31,6 +31,7 @@ import train_sft
 from nanorlhf.config import parse_config, print_config
 from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
 from nanorlhf.evals.context import EvalContext
+from nanorlhf.fileio import write_text
 from nanorlhf.judge import Judge
 from nanorlhf.frontier import Run, measure
 from nanorlhf.rollout import diagnose
@@ -189,8 +190,7 @@ def write_doc(doc: str, md: str, figure: str) -> None:
     shutil.copyfile(figure, fig_dst)
     head, rest = text.split(begin, 1)
     tail = rest.split(end, 1)[1]
-    with open(doc, "w") as f:
-        f.write(f"{head}{begin}\n{md}\n\n![ablations](details_ablation.png)\n{end}{tail}")
+    write_text(doc, f"{head}{begin}\n{md}\n\n![ablations](details_ablation.png)\n{end}{tail}")
 
 
 def main(cfg: Config) -> list[dict]:
@@ -200,6 +200,8 @@ def main(cfg: Config) -> list[dict]:
     unknown = set(filter(None, cfg.only.split(","))) - {a[0] for a in ABLATIONS}
     if unknown:
         raise SystemExit(f"unknown ablation rows {sorted(unknown)}; known: {[a[0] for a in ABLATIONS]}")
+    if not cfg.train_only and not any(a[0] == "baseline" for a in rows):     # checked before hours of training
+        raise SystemExit("the table compares against the baseline row: include it in --only")
     for need in (f"{cfg.run_dir}/sft_{cfg.size}/ckpt.pt", f"{cfg.run_dir}/rm/ckpt.pt"):
         if not os.path.exists(need):
             raise SystemExit(f"{need} not found: run `python pipeline.py --preset=...` first")
@@ -222,15 +224,11 @@ def main(cfg: Config) -> list[dict]:
         p["stability"] = stability(os.path.join(cfg.out_dir, p["name"])) if p["name"] != "sft" else {}
         p["rm_acc"] = rm_accuracy(os.path.join(cfg.out_dir, f"{p['name']}_rm"))
         p["train_s"] = st.log.get(p["name"], {}).get("seconds")
-    if not any(p["name"] == "baseline" for p in points):
-        raise SystemExit("the table compares against the baseline row: include it in --only")
     md = table(points) + (f"\n\nRM validation accuracy of the pipeline's RM: "
                           f"{rm_accuracy(f'{cfg.run_dir}/rm'):.1%}." if rm_accuracy(f"{cfg.run_dir}/rm") else "")
     fig = os.path.join(cfg.out_dir, plot(points, ctx))
-    with open(os.path.join(cfg.out_dir, "ablation.md"), "w") as f:
-        f.write(md + "\n")
-    with open(os.path.join(cfg.out_dir, "ablation.json"), "w") as f:
-        json.dump(points, f, indent=1, default=str)
+    write_text(os.path.join(cfg.out_dir, "ablation.md"), md + "\n")
+    write_text(os.path.join(cfg.out_dir, "ablation.json"), json.dumps(points, indent=1, default=str))
     if cfg.doc:
         write_doc(cfg.doc, md, fig)
     print(md)

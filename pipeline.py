@@ -26,6 +26,7 @@ import train_ppo
 import train_rm
 import train_sft
 from nanorlhf.checkpoint import file_sha256
+from nanorlhf.fileio import write_text
 from nanorlhf.config import config_hash, parse_config, print_config
 from nanorlhf.lineage import pipeline_frontier, train_lineage
 from nanorlhf.report import stage_flops, write_report
@@ -125,9 +126,7 @@ class Stages:
         self.log[name] = {"key": key, "seconds": time.time() - t, "config": dataclasses.asdict(cfg),
                           "ckpt_sha256": file_sha256(ckpt) if os.path.exists(ckpt) else None,
                           "result": json.loads(json.dumps(keep, default=str))}
-        os.makedirs(folder, exist_ok=True)
-        with open(meta, "w") as f:
-            json.dump(self.log[name], f, indent=1)
+        write_text(meta, json.dumps(self.log[name], indent=1))
         return self.log[name]["result"]
 
 

@@ -33,6 +33,7 @@ import torch
 
 from nanorlhf import dpo
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
+from nanorlhf.fileio import write_text
 from nanorlhf.comparisons import load_comparisons
 from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.jsonl import label_counts
@@ -92,6 +93,8 @@ def main(cfg: Config) -> dict:
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     ref.requires_grad_(False).eval()
     cmp = dpo.usable(load_comparisons(cfg.comparisons))
+    if not cmp:
+        raise ValueError(f"{cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn from")
     steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
     steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
     print(f"{len(cmp)} comparisons ({sum(len(c['completions']) for c in cmp)} completions), {steps} steps")
@@ -121,8 +124,9 @@ def main(cfg: Config) -> dict:
 
     # 5. validate: does the implicit reward order held-out comparisons like the labelers did?
     report = {"n_comparisons": len(cmp), "steps": step, "beta": cfg.beta}
-    if cfg.val_comparisons and os.path.exists(cfg.val_comparisons):
-        val = dpo.usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts]
+    has_val = cfg.val_comparisons and os.path.exists(cfg.val_comparisons) and cfg.val_prompts > 0
+    val = dpo.usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts] if has_val else []
+    if val:
         policy.eval()
         with torch.no_grad():
             _, vs = dpo.comparison_loss(policy, ref, tok, val, cfg.beta, device)
@@ -139,8 +143,7 @@ def main(cfg: Config) -> dict:
              "inputs": {p: file_sha256(p) for p in (cfg.sft, cfg.comparisons)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
     save_checkpoint(ckpt, model=policy.state_dict(), config=config_dict(cfg), step=step, extra=extra)
-    with open(os.path.join(cfg.out_dir, "report.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     plot_curves(log.read(), ["dpo/loss", "dpo/margin", "dpo/accuracy"], os.path.join(cfg.out_dir, "curves.png"),
                 title=f"DPO (beta={cfg.beta})")
     print(f"done: {step} steps in {report['wall_s']:.0f}s -> {ckpt}")

@@ -24,7 +24,7 @@ Three runs of the lineage are this one loop with different flags:
 
 `python pipeline.py --preset=small --lineage=true` runs two of them as stages from its own sft_1m and
 RM (nanorlhf/lineage.py): rlaif_1m (600 AI pairs beside the RM's comparisons, the pipeline's PPO
-iterations) and iterated_1m (4 rounds, each a quarter of the RM's prompts and of the PPO iterations; the
+iterations) and iterated_1m (3 rounds, each a third of the RM's prompts and of the PPO iterations; the
 same budget up front is the pipeline's ppo_1m), both at the pipeline's beta and the RM's learning rate.
 
 Writes out_dir/rm{r}.pt, out_dir/comparisons.jsonl (all so far; AI rows have source "ai"), out_dir/ppo/
@@ -44,6 +44,7 @@ from typing import ClassVar
 import train_ppo
 from nanorlhf import feedback
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
+from nanorlhf.fileio import write_text
 from nanorlhf.comparisons import label, load_comparisons, sample_completions
 from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
@@ -187,8 +188,7 @@ def main(cfg: Config) -> dict:
         print(f"round {r + 1} done: PM score {rep['score']:+.3f}, KL {rep['kl']:.2f}")
     report = {"rounds": rounds, "human_labels": human, "ai_labels": ai, "wall_s": time.time() - t_start,
               "policy": res["ckpt"]}
-    with open(os.path.join(cfg.out_dir, "report.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     print(f"done: {cfg.rounds} rounds, {human} human + {ai} AI labels, {report['wall_s']:.0f}s -> {res['ckpt']}")
     return {"report": report, "ckpt": res["ckpt"], "policy": policy, "pm": pm}
 

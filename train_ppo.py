@@ -138,6 +138,9 @@ def main(cfg: Config) -> dict:
         value = ScalarHeadModel.from_gpt(ref).to(device)
     else:
         raise ValueError(f"--value_init must be 'rm' or 'sft', got {cfg.value_init!r}")
+    if not cfg.kl_in_reward and cfg.kl_estimator == "k1":   # grad of mean(log pi - log pi_ref) is 1/n per token,
+        raise ValueError("--kl_in_reward=false needs --kl_estimator=k3: as a loss, k1's gradient does not depend "
+                         "on pi_ref and is zero in expectation, so it would not hold the policy near pi_SFT")
     for m in (ref, rm):
         m.requires_grad_(False).eval()
     rm_bias = rm_ck["extra"]["bias"] if cfg.normalize_reward else 0.0

@@ -24,6 +24,7 @@ from typing import ClassVar
 
 
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
+from nanorlhf.fileio import write_text
 from nanorlhf.comparisons import collect_comparisons, heldout_group_eval, labeler_agreement, load_comparisons
 from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.jsonl import DEMO, read_jsonl
@@ -113,12 +114,13 @@ def main(cfg: Config) -> dict:
           f"{len(val_cmp)} validation")
 
     # 3. the RM: SFT trunk + scalar head, one epoch, each prompt's K-way ranking one batch element
+    fit_cmp = train_cmp  # what the optimiser sees; train_cmp stays one row per ranked prompt (the label count)
     if not cfg.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
-        train_cmp = expand_to_pairs(train_cmp)
-        print(f"kway_batch=false: {len(train_cmp)} pairs shuffled as separate comparisons")
+        fit_cmp = expand_to_pairs(train_cmp)
+        print(f"kway_batch=false: {len(fit_cmp)} pairs shuffled as separate comparisons")
     rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
-    fit_reward_model(rm, tok, train_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
+    fit_reward_model(rm, tok, fit_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
                      seed=cfg.seed, device=device, log=log)
 
     # 4. bias: labelers' demonstrations score 0 on average (paper §3.5)
@@ -138,10 +140,9 @@ def main(cfg: Config) -> dict:
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
     save_checkpoint(ckpt, model=rm.state_dict(), config=config_dict(cfg), extra=extra)
-    with open(os.path.join(cfg.out_dir, "report.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     # FLOPs: sampling (forward only, 1/3 of training per token) plus one training pass per epoch
-    n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in train_cmp for x in c["completions"])
+    n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in fit_cmp for x in c["completions"])
     flops = flops_per_token(rm.cfg) * n_tok * ((0 if cfg.comparisons else 1 / 3) + cfg.epochs)
     print(f"done: bias {bias:+.3f} -> {ckpt}")
     return {"report": report, "ckpt": ckpt, "rm": rm, "bias": bias, "flops": flops}

@@ -73,7 +73,10 @@ def dpo_ranking_loss(policy_logps, ref_logps, ranks, beta: float):
 
 
 def comparison_loss(policy, ref, tok, comparisons: list[dict], beta: float, device, key: str = "ranking"):
-    """Mean DPO loss over prompts (each prompt's K completions one batch element) and pooled stats."""
+    """Mean DPO loss over prompts (each prompt's K completions one batch element) and the stats averaged
+    over prompts (each prompt's pair accuracy and margin weigh the same; the RM's val accuracy pools pairs)."""
+    if not comparisons:
+        raise ValueError("no comparisons with an untied pair to compute the DPO loss on")
     losses, stats = [], []
     for c in comparisons:
         t, a, r = (x.to(device) for x in encode_completions(tok, c["prompt"], c["completions"],

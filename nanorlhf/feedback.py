@@ -16,7 +16,7 @@ removed): P(first better) = 1/2 [P(A | first as A) + P(B | first as B)].
 What it labels: harmlessness comparisons, pairs whose toxicity differs. Two
 responses of the policy to one prompt are kept as a pair when their
 toxicity-lexicon hits differ; otherwise one response gets a polite and a rude
-opener of the same length at the same place (an insult from the world's
+opener of about the same length at the same place (an insult from the world's
 lexicon), so the pair differs in harmlessness only, not in length: an LM that
 just prefers the shorter answer scores 50% on them, not 100%. The feedback
 model's labels then join the simulated humans' helpfulness rankings in a hybrid
@@ -48,7 +48,7 @@ PRINCIPLE = "Which response is more harmless?"
 INSULTS = ("Fine, you fool.", "Ugh, what a stupid question.", "Go away, you dunce.", "Shut up, you twit.",
            "Only a nitwit asks that.", "Nobody cares, you oaf.")
 POLITE = ("Sure, my friend.", "Oh, what a lovely question.", "Happy to help, friend.", "Thank you, dear.",
-          "Good of you to ask that.", "Glad you asked, friend.")    # same lengths, no lexicon words
+          "Good of you to ask that.", "Glad you asked, friend.")    # about the same lengths, no lexicon words
 
 
 # -----------------------------------------------------------------------------
@@ -62,8 +62,10 @@ def multiple_choice(tok, prompt: str, first: str, second: str, block_size: int, 
     sep = tok.encode("\n(B) ")
     tail = chat_prompt(tok, "")[1:] + tok.encode("The answer is (")
     budget = block_size - 1 - len(head) - len(mid) - len(sep) - len(tail) - len(tok.encode("Conversation: "))
+    if budget < 8:
+        raise ValueError(f"block_size {block_size} leaves {budget} tokens for the question's text; need at least 8")
     p = tok.encode(prompt)[:max(0, budget // 4)]         # the conversation is cut first
-    room = (budget - len(p)) // 2
+    room = max(0, (budget - len(p)) // 2)
     a, b = tok.encode(first)[:room], tok.encode(second)[:room]
     return head + tok.encode("Conversation: ") + p + mid + a + sep + b + tail
 

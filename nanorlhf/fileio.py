@@ -36,3 +36,8 @@ def atomic_write(path, write: Callable[[BinaryIO], None]) -> None:
         os.close(dir_fd)
     except OSError:
         pass
+
+
+def write_text(path, text: str) -> None:
+    """atomic_write of a UTF-8 text (a report, a JSON summary, a generated doc)."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))

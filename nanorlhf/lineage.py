@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from nanorlhf.evals.common import pct
 from nanorlhf.evals.context import Section
 from nanorlhf.feedback import PRINCIPLE
-from nanorlhf.frontier import Run, frontier_section, measure  # noqa: F401  (measure: re-exported for ablate.py)
+from nanorlhf.fileio import write_text
+from nanorlhf.frontier import Run, frontier_section
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,8 @@ class Plan:
     """DPO steps (0 = one epoch over the RM's comparisons)"""
     ai_pairs: int = 600
     """harmlessness pairs the feedback model labels for the RLAIF hybrid PM, beside the RM's comparisons"""
-    rounds: int = 4
-    """iterated online RLHF: rounds that split the RM's label budget and the PPO iterations"""
+    rounds: int = 3
+    """iterated online RLHF: rounds that split the RM's label budget and the PPO iterations (must divide these)"""
     n_prompts: int = 200
     """test prompts each frontier point is measured on"""
     max_new_tokens: int = 48
@@ -55,7 +56,7 @@ class Plan:
 PLANS = {"tiny": Plan(bon_ns=(2, 4), dpo_betas=(0.1, 1.0), dpo_max_steps=2, ai_pairs=4, rounds=2, n_prompts=8,
                       max_new_tokens=16),
          "small": Plan(),
-         "paper": Plan(bon_ns=(2, 4, 8, 16, 64, 256), n_prompts=1000)}
+         "paper": Plan(bon_ns=(2, 4, 8, 16, 64, 256), rounds=4, n_prompts=1000)}
 
 
 def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
@@ -80,6 +81,9 @@ def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) ->
         st.run(name, train_dpo.main, dc, [sft, cmp], f"{out}/{name}/ckpt.pt")
     rm = st.log["rm"]
     budget = rm["result"]["report"]["n_train_comparisons"]           # prompts the RM's labelers ranked
+    if cfg.ppo_iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
+        raise ValueError(f"iterated RLHF splits the {cfg.ppo_iterations} PPO iterations over {plan.rounds} rounds: "
+                         f"choose --ppo_iterations divisible by {plan.rounds}")
     # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta and iterations)
     shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
               f"--labeler_seed={cfg.labeler_seed}"]
@@ -113,7 +117,7 @@ def discover_runs(out: str, size: str, bon_ns=(2, 4, 8, 16), sweeps: bool = Fals
         meta = _read_json(f"{out}/{stage}/stage.json")
         total, secs = meta.get("config", {}).get("iterations"), meta.get("seconds")
         iters = sorted(int(p[:-3].rsplit("iter", 1)[1]) for p in glob.glob(f"{out}/{stage}/iter*.pt")) if every else []
-        for it in iters[:-1]:
+        for it in (i for i in iters if total and i < total):    # the final one is ckpt.pt; stale ones are skipped
             runs.append(Run(f"{stage}@{it}", method, f"{out}/{stage}/iter{it}.pt", human_labels=rm_labels, ai_labels=0,
                             wall_s=secs * it / total if secs and total else None))
         if os.path.exists(f"{out}/{stage}/ckpt.pt"):
@@ -190,8 +194,8 @@ def main(cfg: Config) -> Section:
     ctx = EvalContext(Judge(cfg.data_dir, cfg.labeler_seed), cfg.data_dir, cfg.run_dir, {},
                       device=cfg.device, labeler_seed=cfg.labeler_seed)
     sec = pipeline_frontier(ctx, cfg.run_dir, cfg.size, cfg.preset, cfg.sweeps)
-    with open(os.path.join(cfg.run_dir, "lineage.md"), "w") as f:
-        f.write(f"## {sec.title}\n\n{sec.markdown}\n\n![frontier]({sec.figures[0]})\n")
+    write_text(os.path.join(cfg.run_dir, "lineage.md"),
+               f"## {sec.title}\n\n{sec.markdown}\n\n![frontier]({sec.figures[0]})\n")
     print(sec.markdown)
     return sec
 

@@ -127,7 +127,7 @@ def kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask, beta, est
 
 
 def kl_estimate(logprobs, ref_logprobs, mask):
-    """Per-sequence KL(pi_RL || pi_SFT) estimate: the sum of exactly the kl used in the reward.  # (B,)"""
+    """Per-sequence KL(pi_RL || pi_SFT) estimate: the sum of the k1 per-token terms (the reward's, by default).  # (B,)"""
     return per_token_kl(logprobs, ref_logprobs, mask).sum(dim=-1)
 
 

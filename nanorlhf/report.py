@@ -17,6 +17,9 @@ import platform
 
 import torch
 
+from nanorlhf.fileio import write_text
+
+
 def stage_flops(log: dict) -> dict[str, float]:
     """FLOPs of each stage as the stage reported them (0 where a stage did no training)."""
     return {name: float(entry.get("result", {}).get("flops", 0.0)) for name, entry in log.items()}
@@ -63,11 +66,8 @@ def write_report(out: str, cfg, log: dict, sections: list, flops: dict, seconds:
     for s in sections:
         md += [f"## {s.title}", "", s.markdown, ""]
         md += [f"![{f}]({f})" for f in s.figures] + [""]
-    os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "report.md")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(md))
-    with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump({"stages": log, "flops": flops, "sections": {s.title: s.data for s in sections}}, f, indent=1,
-                  default=str)
+    write_text(path, "\n".join(md))
+    write_text(os.path.join(out, "report.json"), json.dumps(
+        {"stages": log, "flops": flops, "sections": {s.title: s.data for s in sections}}, indent=1, default=str))
     return path

@@ -81,7 +81,7 @@ def test_sequence_logprobs_sum_exactly_the_response_tokens(tok):
 
 def test_best_of_n_kl_formula():
     """KL(best-of-n || base) = log n - (n - 1)/n (Stiennon et al. 2020; Gao et al. 2022): 0 at n = 1."""
-    bon = pytest.importorskip("nanorlhf.evals.bon", reason="nanorlhf/evals/bon.py is not written yet")
+    from nanorlhf.evals import bon
     for n in (1, 2, 4, 16, 64):
         assert float(bon.bon_kl(n)) == pytest.approx(math.log(n) - (n - 1) / n, abs=1e-9)
 
@@ -132,3 +132,15 @@ def test_multiple_choice_fits_the_context_and_keeps_both_responses(tok):
     q = feedback.multiple_choice(tok, long, "Fine, you fool. " + long, long, 64)
     text = tok.decode(q)
     assert len(q) <= 63 and text.endswith("The answer is (") and "(A) Fine" in text and "(B) Pip" in text
+
+
+def test_multiple_choice_refuses_a_context_too_small_for_the_question(tok):
+    """A block too small for the question's fixed text is a clear ValueError, not a silently wrong slice."""
+    with pytest.raises(ValueError, match="block_size"):
+        feedback.multiple_choice(tok, "Name a fox.", "Pip.", "Pip, you fool.", 16)
+
+
+def test_dpo_refuses_an_empty_comparison_list():
+    """No usable comparison (all tied, or none) is a ValueError naming the problem, not an IndexError."""
+    with pytest.raises(ValueError, match="untied pair"):
+        dpo.comparison_loss(None, None, None, [], beta=0.1, device="cpu")

@@ -68,7 +68,8 @@ def test_evaluation_instructions_put_truthfulness_and_harmlessness_first():
 
 
 def test_screening_skips_items_the_researchers_leave_all_tied():
-    """An item whose researcher ranking is one big tie is skipped, so no screening score is NaN (any seed)."""
+    """An item whose researcher ranking is one big tie is skipped, so no screening score is NaN (labeler seed 1,
+    where it was found)."""
     pool = LabelerPool.build(seed=1)
     tied = [[{"attempted": 1.0}, {"attempted": 1.0}]]
     clear = [[{"attempted": 1.0}, {"attempted": 0.0}, {"attempted": 0.5}]]

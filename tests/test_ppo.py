@@ -328,13 +328,15 @@ def test_k1_and_k3_estimate_the_same_kl():
 
 
 def test_kl_loss_zero_at_reference_and_pulls_back():
-    """The KL-as-loss term is 0 when pi = pi_ref; a step against its gradient moves log-probs towards the reference."""
+    """The KL-as-loss term (k3) is 0 when pi = pi_ref; a step against its gradient moves log-probs towards the
+    reference from above and from below (k1's gradient would be +1/n on both sides)."""
     mask = make_mask([1, 1], [3, 2], 5)
     ref = torch.log_softmax(torch.randn(2, 5), -1)
     assert ppo.kl_loss(ref.clone(), ref, mask) == 0
-    lp = (ref + 0.5).requires_grad_(True)
-    ppo.kl_loss(lp, ref, mask).backward()
-    assert (lp.grad[mask] > 0).all() and (lp.grad[~mask] == 0).all()
+    for shift, sign in ((0.5, 1), (-0.5, -1)):
+        lp = (ref + shift).requires_grad_(True)
+        ppo.kl_loss(lp, ref, mask).backward()
+        assert (sign * lp.grad[mask] > 0).all() and (lp.grad[~mask] == 0).all()
 
 
 def test_value_loss_without_clip_is_plain_mse():
@@ -370,7 +372,8 @@ def _experience(**switches):
 
 
 def test_eos_penalty_and_reward_column_switches():
-    """eos_penalty lowers only the cut-off row's score; reward_at_last_token=False reads the final column."""
+    """eos_penalty lowers only the cut-off row's score; reward_at_last_token=False reads the final column;
+    whiten_advantages=False leaves the advantages unnormalised."""
     base, rm_out = _experience()
     assert torch.allclose(base["score"], torch.stack([rm_out[0, 3], rm_out[1, 5]]))
     pen, _ = _experience(eos_penalty=1.0)

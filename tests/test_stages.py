@@ -32,6 +32,12 @@ def test_ppo_runs_and_kl_starts_at_zero(stages):
     assert len(res["metrics"]) == 2 and all(m["objective/score"] is not None for m in res["metrics"])
 
 
+def test_kl_as_a_loss_refuses_the_k1_estimator(stages):
+    """--kl_in_reward=false with k1 is refused: as a loss k1's gradient ignores pi_ref, so nothing holds the policy."""
+    with pytest.raises(ValueError, match="kl_estimator=k3"):
+        train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, "ppo_k1loss", "--kl_in_reward=false")))
+
+
 def test_ppo_with_zero_learning_rate_is_the_identity(stages):
     """With lr = 0: ratio = 1, approx KL = 0, clip fraction = 0 (up to float noise of batching)."""
     res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, "ppo_lr0", "--lr=0", "--iterations=1")))
