@@ -26,8 +26,8 @@ import train_ppo
 import train_rm
 import train_sft
 from nanorlhf.checkpoint import file_sha256
-from nanorlhf.fileio import write_text
 from nanorlhf.config import config_hash, parse_config, print_config
+from nanorlhf.fileio import write_text
 from nanorlhf.lineage import pipeline_frontier, train_lineage
 from nanorlhf.report import stage_flops, write_report
 

@@ -33,12 +33,13 @@ import torch
 
 from nanorlhf import dpo
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
-from nanorlhf.fileio import write_text
 from nanorlhf.comparisons import load_comparisons
 from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import label_counts
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.reward import usable
 from pretrain import resolve_device
 
 
@@ -92,7 +93,7 @@ def main(cfg: Config) -> dict:
     policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     ref.requires_grad_(False).eval()
-    cmp = dpo.usable(load_comparisons(cfg.comparisons))
+    cmp = usable(load_comparisons(cfg.comparisons))
     if not cmp:
         raise ValueError(f"{cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn from")
     steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
@@ -125,7 +126,7 @@ def main(cfg: Config) -> dict:
     # 5. validate: does the implicit reward order held-out comparisons like the labelers did?
     report = {"n_comparisons": len(cmp), "steps": step, "beta": cfg.beta}
     has_val = cfg.val_comparisons and os.path.exists(cfg.val_comparisons) and cfg.val_prompts > 0
-    val = dpo.usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts] if has_val else []
+    val = usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts] if has_val else []
     if val:
         policy.eval()
         with torch.no_grad():

@@ -44,9 +44,9 @@ from typing import ClassVar
 import train_ppo
 from nanorlhf import feedback
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
-from nanorlhf.fileio import write_text
 from nanorlhf.comparisons import label, load_comparisons, sample_completions
 from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
 from nanorlhf.judge import Judge
 from nanorlhf.model import ScalarHeadModel

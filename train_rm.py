@@ -24,9 +24,9 @@ from typing import ClassVar
 
 
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
-from nanorlhf.fileio import write_text
 from nanorlhf.comparisons import collect_comparisons, heldout_group_eval, labeler_agreement, load_comparisons
 from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import DEMO, read_jsonl
 from nanorlhf.metrics import MetricsLog
 from nanorlhf.model import ScalarHeadModel, flops_per_token

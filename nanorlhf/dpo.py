@@ -17,7 +17,7 @@ Appendix A.3: the likelihood of the whole ranking under implicit rewards);
 we use pairs so DPO and the RM see exactly the same training signal.
 
 Example:
-    lp = sequence_logprobs(policy, tokens, attention_mask, response_mask)   # (K,)
+    lp = response_logprob_sum(policy, tokens, attention_mask, response_mask)   # (K,)
     loss, stats = dpo_ranking_loss(lp, ref_lp, ranks=[0, 2, 1, 1], beta=0.1)
 """
 from __future__ import annotations
@@ -29,8 +29,9 @@ from nanorlhf.ppo import masked_sum, token_logprobs
 from nanorlhf.reward import encode_completions, ranking_to_pairs, ranking_to_ranks
 
 
-def sequence_logprobs(model, tokens, attention_mask, response_mask):
-    """log pi(y|x): the sum of log-probs over response tokens of each row.  # (B,)"""
+def response_logprob_sum(model, tokens, attention_mask, response_mask):
+    """log pi(y|x): the sum of log-probs over response tokens of each row (generate.sequence_logprobs keeps them
+    per token).  # (B,)"""
     lp = token_logprobs(model(tokens, attention_mask=attention_mask), tokens)   # (B, T)
     return masked_sum(lp, response_mask, dim=-1)                                 # (B,)
 
@@ -81,16 +82,11 @@ def comparison_loss(policy, ref, tok, comparisons: list[dict], beta: float, devi
     for c in comparisons:
         t, a, r = (x.to(device) for x in encode_completions(tok, c["prompt"], c["completions"],
                                                               policy.cfg.block_size))
-        lp = sequence_logprobs(policy, t, a, r)                              # (K,)
+        lp = response_logprob_sum(policy, t, a, r)                              # (K,)
         with torch.no_grad():
-            ref_lp = sequence_logprobs(ref, t, a, r)                         # (K,)
+            ref_lp = response_logprob_sum(ref, t, a, r)                         # (K,)
         loss, s = dpo_ranking_loss(lp, ref_lp, ranking_to_ranks(c[key]), beta)
         losses.append(loss)
         stats.append(s)
     mean = {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}
     return torch.stack(losses).mean(), mean
-
-
-def usable(comparisons: list[dict], key: str = "ranking") -> list[dict]:
-    """Comparisons with at least one untied pair (an all-tied ranking teaches nothing)."""
-    return [c for c in comparisons if ranking_to_pairs(ranking_to_ranks(c[key]))]

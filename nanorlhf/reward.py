@@ -133,21 +133,26 @@ def rm_scores(rm, tok, prompt: str, completions: list[str], device, bias: float 
     return score_sequences(rm, t, a, r, bias)
 
 
+def usable(comparisons: list[dict], key: str = "ranking") -> list[dict]:
+    """Comparisons with at least one untied pair (an all-tied ranking teaches nothing): what the RM and DPO train on."""
+    return [c for c in comparisons if ranking_to_pairs(ranking_to_ranks(c[key]))]
+
+
 def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int, batch_prompts: int,
                      seed: int, device, log=None, progress: bool = True) -> list[float]:
     """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits)."""
     from nanorlhf.metrics import Progress
     from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-    usable = [c for c in comparisons if ranking_to_pairs(ranking_to_ranks(c["ranking"]))]
+    train = usable(comparisons)
     opt = make_optimizer(rm, lr, weight_decay=0.0)
     g = torch.Generator().manual_seed(seed)
-    steps = epochs * ((len(usable) + batch_prompts - 1) // batch_prompts)
+    steps = epochs * ((len(train) + batch_prompts - 1) // batch_prompts)
     bar, losses, step = Progress(steps, "rm"), [], 0
     rm.train()
     for _ in range(epochs):
-        for idx in torch.randperm(len(usable), generator=g).split(batch_prompts):
+        for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
-            batch = [usable[i] for i in idx.tolist()]
+            batch = [train[i] for i in idx.tolist()]
             rewards = [rm_scores(rm, tok, c["prompt"], c["completions"], device) for c in batch]
             loss = rm_batch_loss(rewards, [ranking_to_ranks(c["ranking"]) for c in batch],
                                  [c.get("weight", 1.0) for c in batch])

@@ -62,11 +62,11 @@ def test_dpo_ranking_loss_is_the_rm_loss_on_implicit_rewards():
         dpo.dpo_ranking_loss(pol, ref, [0, 0, 0, 0], beta)
 
 
-def test_sequence_logprobs_sum_exactly_the_response_tokens(tok):
+def test_response_logprob_sum_counts_exactly_the_response_tokens(tok):
     """log pi(y|x) sums completion + <|endoftext|> tokens only: brute force over positions, padding ignored."""
     model = tiny_gpt(tok.vocab_size)
     t, a, r = encode_completions(tok, "Pip the fox.", ["The answer", "(A) or (B). Pip."], 64)
-    got = dpo.sequence_logprobs(model, t, a, r)
+    got = dpo.response_logprob_sum(model, t, a, r)
     logits = model(t, attention_mask=a)
     for i in range(t.size(0)):
         want = sum(torch.log_softmax(logits[i, j - 1], -1)[t[i, j]].item() for j in range(t.size(1)) if r[i, j])
