@@ -34,7 +34,7 @@ import torch
 from nanorlhf.chat import chat_prompt
 from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
 from nanorlhf.evals.context import Section
-from nanorlhf.evals.preference import fitting, gold_mean, win_rate
+from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate
 from nanorlhf.generate import generate, response_texts
 from nanorlhf.jsonl import PROMPT, read_jsonl
 from nanorlhf.ppo import kl_estimate, token_logprobs
@@ -107,7 +107,7 @@ def measure(ctx, runs: list[Run]) -> list[dict]:
     sft, tok = ctx.model("sft")
     rows = read_jsonl(os.path.join(ctx.data_dir, "test_prompts.jsonl"), PROMPT)
     rows = fitting(rows, tok, sft.cfg.block_size, ctx.max_new_tokens)[:ctx.n]
-    sft_texts, _ = sample_with_kl(sft, sft, tok, rows, ctx.max_new_tokens, ctx.seed)
+    sft_texts = sample_responses(sft, tok, rows, ctx.max_new_tokens, ctx.seed)     # = sample_with_kl's texts
     rm_labels = load_checkpoint(ctx.rm)["extra"].get("report", {}).get("n_train_comparisons") if ctx.rm else None
     points = [{"name": "sft", "method": "SFT", "kl": 0.0, "gold": gold_mean(ctx.judge, rows, sft_texts),
                "win": 0.5, "lo": None, "hi": None, "human_labels": 0, "ai_labels": 0, "wall_s": None,
