@@ -31,6 +31,7 @@ from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, s
 from nanorlhf.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
 from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.precision import autocast
 from nanorlhf.tokenizer import Tokenizer
 
 
@@ -58,6 +59,8 @@ class Config:
     """dropout during pretraining"""
     attn: str = "manual"
     """attention path: manual (readable) or sdpa (fused)"""
+    dtype: str = "float32"
+    """float32, or bfloat16 autocast for the matmuls (faster on CPUs with AVX512-BF16; nanorlhf/precision.py)"""
     batch_size: int = 16
     """sequences per step"""
     max_steps: int = 3000
@@ -136,8 +139,9 @@ def load_or_train_tokenizer(cfg: Config, docs: list[str], corpus: str) -> tuple[
 @torch.no_grad()
 def val_loss(model, stream, cfg: Config, device: str) -> float:
     model.eval()
-    losses = [F.cross_entropy(model(x.to(device)).flatten(0, 1), y.to(device).flatten()).item()
-              for x, y in eval_batches(stream, cfg.block_size, cfg.batch_size, cfg.eval_batches)]
+    with autocast(cfg.dtype, device):
+        losses = [F.cross_entropy(model(x.to(device)).flatten(0, 1), y.to(device).flatten()).item()
+                  for x, y in eval_batches(stream, cfg.block_size, cfg.batch_size, cfg.eval_batches)]
     model.train()
     return sum(losses) / len(losses)
 
@@ -194,8 +198,9 @@ def main(cfg: Config) -> dict:
         set_lr(opt, lr)
         x, y = batches.next()
         x, y = x.to(device), y.to(device)
-        logits = model(x)                                           # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+        with autocast(cfg.dtype, device):
+            logits = model(x)                                       # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = clip_grad(model, cfg.grad_clip)

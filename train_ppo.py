@@ -30,8 +30,9 @@ from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.optim import clip_grad, make_optimizer
+from nanorlhf.precision import autocast
 from nanorlhf.rollout import (PromptSampler, diagnose, make_experience, ppo_step_loss, ptx_batches, rollout,
-                              show_samples)
+                              show_samples, value_from_rm)
 from pretrain import resolve_device
 
 
@@ -79,6 +80,8 @@ class Config:
     """pretraining sequences per gradient step when ptx_coef > 0"""
     grad_clip: float = 1.0
     """global gradient-norm clip"""
+    dtype: str = "float32"
+    """float32, or bfloat16 autocast for scoring and update passes; rollouts stay float32 (nanorlhf/precision.py)"""
     save_every: int = 20
     """iterations between checkpoints (kept as iter{N}.pt for over-optimisation curves)"""
     log_samples: int = 2
@@ -131,9 +134,9 @@ def main(cfg: Config) -> dict:
     policy, tok, sft_ck = load_model(cfg.sft, device, dropout=cfg.dropout)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     rm, _, rm_ck = load_model(cfg.rm, device, kind="scalar", dropout=0.0)
+    rm_bias = rm_ck["extra"]["bias"] if cfg.normalize_reward else 0.0
     if cfg.value_init == "rm":
-        value = ScalarHeadModel(rm.cfg).to(device)
-        value.load_state_dict(rm.state_dict())
+        value = value_from_rm(rm, rm_bias).to(device)
     elif cfg.value_init == "sft":  # ablation: a value head that knows nothing of the reward yet
         value = ScalarHeadModel.from_gpt(ref).to(device)
     else:
@@ -143,7 +146,6 @@ def main(cfg: Config) -> dict:
                          "on pi_ref and is zero in expectation, so it would not hold the policy near pi_SFT")
     for m in (ref, rm):
         m.requires_grad_(False).eval()
-    rm_bias = rm_ck["extra"]["bias"] if cfg.normalize_reward else 0.0
     opt = make_optimizer(torch.nn.ModuleList([policy, value]), cfg.lr, weight_decay=0.0)
     kl_ctl = (ppo.AdaptiveKLController(cfg.beta, cfg.target_kl, cfg.kl_horizon) if cfg.target_kl > 0
               else ppo.FixedKLController(cfg.beta))
@@ -181,7 +183,8 @@ def main(cfg: Config) -> dict:
         ro = rollout(policy, tok, batch, cfg, gen)
         t_gen = time.time() - t0
         # 2-4. score with the RM, per-token KL penalty, GAE (no gradients)
-        exp = make_experience(policy, ref, rm, value, ro, rm_bias, kl_ctl.value, cfg)
+        with autocast(cfg.dtype, device):
+            exp = make_experience(policy, ref, rm, value, ro, rm_bias, kl_ctl.value, cfg)
         t_score = time.time() - t0 - t_gen
         if not guard.check(score=exp["score"].mean(), kl=exp["kl"].sum()):
             print(f"iteration {it}: non-finite score or KL, skipped ({guard.skipped} so far)")
@@ -192,7 +195,8 @@ def main(cfg: Config) -> dict:
         B = ro.tokens.size(0)
         for _ in range(cfg.ppo_epochs):
             for idx in torch.randperm(B, generator=gen).split(cfg.minibatch_size):
-                loss, s = ppo_step_loss(policy, value, exp, idx, cfg, ptx)
+                with autocast(cfg.dtype, device):
+                    loss, s = ppo_step_loss(policy, value, exp, idx, cfg, ptx)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 gnorm = clip_grad(torch.nn.ModuleList([policy, value]), cfg.grad_clip)

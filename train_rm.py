@@ -30,6 +30,7 @@ from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import DEMO, read_jsonl
 from nanorlhf.metrics import MetricsLog
 from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.precision import autocast
 from nanorlhf.reward import demo_bias, expand_to_pairs, fit_reward_model, ranking_accuracy
 from pretrain import resolve_device
 
@@ -74,6 +75,8 @@ class Config:
     """learning rate (cosine decay to lr/10)"""
     epochs: int = 1
     """passes over the comparisons (paper: 1; more overfits)"""
+    dtype: str = "float32"
+    """float32, or bfloat16 autocast for the RM's training and scoring passes (nanorlhf/precision.py)"""
     heldout_folds: int = 1
     """labeler groups to hold out in turn for the held-out-labeler test (0 = skip, 5 = all)"""
     labeler_seed: int = 0
@@ -118,24 +121,25 @@ def main(cfg: Config) -> dict:
     if not cfg.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
         fit_cmp = expand_to_pairs(train_cmp)
         print(f"kway_batch=false: {len(fit_cmp)} pairs shuffled as separate comparisons")
-    rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
-    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
-    fit_reward_model(rm, tok, fit_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
-                     seed=cfg.seed, device=device, log=log)
+    with autocast(cfg.dtype, device):  # sampling above stays float32 (no faster in bfloat16)
+        rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
+        log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
+        fit_reward_model(rm, tok, fit_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
+                         seed=cfg.seed, device=device, log=log)
 
-    # 4. bias: labelers' demonstrations score 0 on average (paper §3.5)
-    demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
-    bias = demo_bias(rm, tok, demos, device)
+        # 4. bias: labelers' demonstrations score 0 on average (paper §3.5)
+        demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
+        bias = demo_bias(rm, tok, demos, device)
 
-    # 5. report: accuracy on held-out comparisons beside the labelers' agreement (the ceiling)
-    report = {"val_accuracy": ranking_accuracy(rm, tok, val_cmp, device),
-              "labeler_agreement": labeler_agreement(val_cmp),
-              "n_train_comparisons": len(train_cmp), "n_val_comparisons": len(val_cmp)}
-    print(f"RM validation pairwise accuracy {report['val_accuracy']:.3f} "
-          f"(labelers agree with each other on {report['labeler_agreement']:.3f} of the same pairs; "
-          f"ratio {report['val_accuracy'] / report['labeler_agreement']:.2f})")
-    if cfg.heldout_folds > 0 and not cfg.comparisons:
-        report["heldout"] = heldout_group_eval(sft, tok, train_cmp, val_cmp, cfg, device)
+        # 5. report: accuracy on held-out comparisons beside the labelers' agreement (the ceiling)
+        report = {"val_accuracy": ranking_accuracy(rm, tok, val_cmp, device),
+                  "labeler_agreement": labeler_agreement(val_cmp),
+                  "n_train_comparisons": len(train_cmp), "n_val_comparisons": len(val_cmp)}
+        print(f"RM validation pairwise accuracy {report['val_accuracy']:.3f} "
+              f"(labelers agree with each other on {report['labeler_agreement']:.3f} of the same pairs; "
+              f"ratio {report['val_accuracy'] / report['labeler_agreement']:.2f})")
+        if cfg.heldout_folds > 0 and not cfg.comparisons:
+            report["heldout"] = heldout_group_eval(sft, tok, train_cmp, val_cmp, cfg, device)
     extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")

@@ -32,6 +32,7 @@ from nanorlhf.jsonl import DEMO, read_jsonl
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import flops_per_token
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.precision import autocast
 from nanorlhf.sft import collate, sft_loss
 from pretrain import resolve_device
 
@@ -58,6 +59,8 @@ class Config:
     """AdamW weight decay"""
     dropout: float = 0.2
     """residual dropout while fine-tuning (paper: 0.2)"""
+    dtype: str = "float32"
+    """float32, or bfloat16 autocast for the matmuls (nanorlhf/precision.py)"""
     grad_clip: float = 1.0
     """global gradient-norm clip"""
     val_every: int = 20
@@ -99,7 +102,8 @@ def val_loss(model, val, cfg: Config, pad_id: int, device: str) -> float:
     total, n = 0.0, 0
     for i in range(0, len(val), cfg.batch_size):
         x, y, lm, am = (t.to(device) for t in collate(val[i:i + cfg.batch_size], pad_id))
-        total += sft_loss(model(x, attention_mask=am), y, lm).item() * lm.sum().item()
+        with autocast(cfg.dtype, device):
+            total += sft_loss(model(x, attention_mask=am), y, lm).item() * lm.sum().item()
         n += lm.sum().item()
     model.train()
     return total / max(n, 1)
@@ -165,7 +169,8 @@ def main(cfg: Config) -> dict:
             set_lr(opt, cosine_lr(step, max_steps, cfg.lr, cfg.warmup, cfg.lr / 10))
             x, y, lm, am = (t.to(device) for t in collate([train[j] for j in order[i:i + cfg.batch_size]], tok.pad_id))
             lm = am.float() if cfg.loss_on_prompt else lm             # ablation: every real token counts
-            loss = sft_loss(model(x, attention_mask=am), y, lm)       # response tokens only
+            with autocast(cfg.dtype, device):
+                loss = sft_loss(model(x, attention_mask=am), y, lm)   # response tokens only
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = clip_grad(model, cfg.grad_clip)

@@ -237,7 +237,8 @@ class ScalarHeadModel(nn.Module):
         return model
 
     def forward(self, idx, attention_mask=None):
-        return self.head(self.transformer(idx, attention_mask)).squeeze(-1)  # (B, T)
+        # float32 even under bfloat16 autocast: rewards and values feed differences, GAE and the losses
+        return self.head(self.transformer(idx, attention_mask)).squeeze(-1).float()  # (B, T)
 
 # -----------------------------------------------------------------------------
 

@@ -107,12 +107,13 @@ def score_sequences(rm, tokens, attention_mask, response_mask, bias=0.0):
 # completions as RM inputs, and one epoch of RM training
 
 
-def encode_completions(tok, prompt: str, completions: list[str], block_size: int):
-    """Right-padded (K, T) tokens, attention_mask, response_mask of prompt + completion + <|endoftext|>."""
+def encode_texts(tok, prompts: list[str], completions: list[str], block_size: int):
+    """Right-padded (N, T) tokens, attention_mask, response_mask of prompt_i + completion_i + <|endoftext|>."""
     from nanorlhf.chat import chat_prompt
-    p = chat_prompt(tok, prompt)
+    encoded = {p: chat_prompt(tok, p) for p in set(prompts)}
     rows, n_resp = [], []
-    for c in completions:
+    for prompt, c in zip(prompts, completions, strict=True):
+        p = encoded[prompt]
         r = (tok.encode(c) + [tok.eot_id])[: max(1, block_size - len(p))]  # truncate long completions
         rows.append((p + r)[-block_size:])                                  # and, if need be, the prompt's start
         n_resp.append(len(r))
@@ -127,10 +128,42 @@ def encode_completions(tok, prompt: str, completions: list[str], block_size: int
     return tokens, attention_mask, response_mask
 
 
+def encode_completions(tok, prompt: str, completions: list[str], block_size: int):
+    """Right-padded (K, T) tokens, attention_mask, response_mask of the K completions of one prompt."""
+    return encode_texts(tok, [prompt] * len(completions), completions, block_size)
+
+
 def rm_scores(rm, tok, prompt: str, completions: list[str], device, bias: float = 0.0):
     """Scores of the K completions of one prompt. # (K,)"""
     t, a, r = (x.to(device) for x in encode_completions(tok, prompt, completions, rm.cfg.block_size))
     return score_sequences(rm, t, a, r, bias)
+
+
+def comparison_scores(rm, tok, comparisons: list[dict], device, bias: float = 0.0) -> list[torch.Tensor]:
+    """The RM scores of every comparison's completions, in ONE forward pass: a list of (K_i,) tensors.
+
+    Batching changes only the speed: each row is right-padded and attends to its own tokens alone.
+    """
+    prompts = [c["prompt"] for c in comparisons for _ in c["completions"]]
+    texts = [x for c in comparisons for x in c["completions"]]
+    t, a, r = (x.to(device) for x in encode_texts(tok, prompts, texts, rm.cfg.block_size))
+    return list(score_sequences(rm, t, a, r, bias).split([len(c["completions"]) for c in comparisons]))
+
+
+@torch.no_grad()
+def score_texts(rm, tok, prompts: list[str], texts: list[str], device, bias: float = 0.0,
+                batch: int = 64) -> list[float]:
+    """r(x_i, y_i) for many (prompt, response) pairs, `batch` rows per forward pass (evaluation)."""
+    out = []
+    for i in range(0, len(texts), batch):
+        t, a, r = (x.to(device) for x in encode_texts(tok, prompts[i:i + batch], texts[i:i + batch],
+                                                       rm.cfg.block_size))
+        out += score_sequences(rm, t, a, r, bias).tolist()
+    return out
+
+
+# -----------------------------------------------------------------------------
+# one epoch of RM training
 
 
 def usable(comparisons: list[dict], key: str = "ranking") -> list[dict]:
@@ -153,7 +186,7 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
         for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
             batch = [train[i] for i in idx.tolist()]
-            rewards = [rm_scores(rm, tok, c["prompt"], c["completions"], device) for c in batch]
+            rewards = [rm_scores(rm, tok, c["prompt"], c["completions"], device) for c in batch]  # (K_i,) each
             loss = rm_batch_loss(rewards, [ranking_to_ranks(c["ranking"]) for c in batch],
                                  [c.get("weight", 1.0) for c in batch])
             opt.zero_grad(set_to_none=True)
@@ -183,20 +216,18 @@ def expand_to_pairs(comparisons: list[dict]) -> list[dict]:
 @torch.no_grad()
 def demo_bias(rm, tok, demos: list[dict], device) -> float:
     """InstructGPT §3.5: the bias that makes the labelers' demonstrations score 0 on average."""
-    scores = [rm_scores(rm, tok, d["prompt"], [d["response"]], device).item() for d in demos]
-    return normalize_bias(scores)
+    return normalize_bias(score_texts(rm, tok, [d["prompt"] for d in demos], [d["response"] for d in demos], device))
 
 
 @torch.no_grad()
 def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranking") -> float:
     """Pairwise accuracy of the RM over all untied pairs of the comparisons (pairs pooled)."""
     right = total = 0
-    for c in comparisons:
-        ranks = ranking_to_ranks(c[key])
-        pairs = ranking_to_pairs(ranks)
-        if not pairs:
-            continue
-        r = rm_scores(rm, tok, c["prompt"], c["completions"], device)
-        right += sum(int(r[w] > r[l]) for w, l in pairs)
-        total += len(pairs)
+    comparisons = usable(comparisons, key)
+    for i in range(0, len(comparisons), 8):
+        chunk = comparisons[i:i + 8]
+        for c, r in zip(chunk, comparison_scores(rm, tok, chunk, device)):
+            pairs = ranking_to_pairs(ranking_to_ranks(c[key]))
+            right += sum(int(r[w] > r[l]) for w, l in pairs)
+            total += len(pairs)
     return right / max(total, 1)

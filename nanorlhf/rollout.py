@@ -56,6 +56,17 @@ class PromptSampler:
         self._order = self._make_order()
 
 
+def value_from_rm(rm, rm_bias: float):
+    """InstructGPT §3.5: the value function starts as the RM, here with the RM's bias folded into its head so
+    that it predicts on the scale of the rewards it will be fit to (demonstrations at 0), not 0 + bias."""
+    from nanorlhf.model import ScalarHeadModel
+    value = ScalarHeadModel(rm.cfg)
+    value.load_state_dict(rm.state_dict())
+    with torch.no_grad():
+        value.head.bias -= rm_bias
+    return value
+
+
 @torch.no_grad()
 def rollout(policy, tok, batch: list[dict], cfg, generator) -> Rollout:
     """Step 1: responses to a batch of prompts, sampled with the KV cache, ending at <|endoftext|>."""

@@ -1,0 +1,57 @@
+"""bfloat16 autocast, the fast path of the training passes (nanorlhf/precision.py), against float32."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
+from nanorlhf.precision import autocast
+
+CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
+
+
+def test_bfloat16_logits_are_close_to_float32():
+    """Under bfloat16 autocast the logits stay within bfloat16 rounding of the float32 ones."""
+    torch.manual_seed(0)
+    model, x = GPT(CFG).eval(), torch.randint(0, 64, (2, 16))
+    with torch.no_grad():
+        ref = model(x)
+        with autocast("bfloat16"):
+            fast = model(x).float()
+    assert (fast - ref).abs().max() < 0.05 * ref.abs().max()
+    with autocast("float32"), torch.no_grad():
+        assert torch.equal(model(x), ref)                    # float32 is the plain path, bit for bit
+
+
+def test_one_context_across_optimizer_steps_sees_the_new_weights():
+    """A context held over optimiser steps must not reuse stale bfloat16 copies of the weights (autocast's cast
+    cache lives until the outermost context exits; precision.autocast turns it off): after the steps, the
+    training forward in the held context is the float32 forward of the new weights, not of the old ones."""
+    torch.manual_seed(0)
+    model, x = GPT(CFG), torch.randint(0, 64, (4, 16))
+    with torch.no_grad():
+        before = model(x)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    with autocast("bfloat16"):
+        for _ in range(3):
+            loss = F.cross_entropy(model(x).flatten(0, 1).float(), x.flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        held = model(x).float()                         # with grad: the forward a training step makes
+    with torch.no_grad():
+        now = model(x)
+    assert (now - before).abs().max() > 1.0             # the steps moved the logits a lot ...
+    assert (held - now).abs().max() < 0.1 * (now - before).abs().max()   # ... and the held context saw it
+
+
+def test_scalar_head_returns_float32_under_autocast():
+    """Rewards and values come out in float32 whatever the autocast, for the differences, GAE and losses."""
+    rm = ScalarHeadModel(CFG)
+    with autocast("bfloat16"):
+        assert rm(torch.randint(0, 64, (2, 8))).dtype == torch.float32
+
+
+def test_unknown_dtype_is_refused():
+    """A typo in --dtype fails loudly instead of silently running float32."""
+    with pytest.raises(ValueError, match="bfloat16"):
+        autocast("fp16")
