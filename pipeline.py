@@ -46,10 +46,15 @@ class Config:
     """model sizes as name:n_layerxn_embd, largest first"""
     pretrain_steps: str = "1m:1500,100k:1500"
     """pretraining steps per size"""
-    attn: str = "sdpa"
-    """attention of every model: sdpa (fused, ~10% faster here) or manual (tested equal)"""
+    attn: str = "manual"
+    """attention of every model: manual, or sdpa (fused, tested equal; slower than manual under bfloat16 here)"""
+    dtype: str = "bfloat16"
+    """autocast of pretraining and SFT, the matmul-bound stages (~1.5x faster here); the RM and PPO, whose
+    small batches gain nothing from it, stay float32 (nanorlhf/precision.py)"""
     sft_epochs: int = 6
     """SFT epochs (paper: 16)"""
+    flan_epochs: int = 4
+    """epochs of the FLAN/T0 analog: about SFT's token budget (its batches hold ~1.3x SFT's padded tokens)"""
     rm_prompts: int = 1500
     """RM prompts labeled (the comparison budget)"""
     ppo_iterations: int = 30
@@ -76,8 +81,8 @@ class Config:
     """redo every stage even when its checkpoint is up to date"""
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(preset="tiny", sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs=1, rm_prompts=48,
-                     ppo_iterations=2, n_eval=24, suites="none"),
+        "tiny": dict(preset="tiny", sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs=1, flan_epochs=1,
+                     rm_prompts=48, ppo_iterations=2, n_eval=24, suites="none"),
         "small": dict(),
         "paper": dict(preset="paper", sizes="big:12x768,mid:8x256,small:4x128",
                       pretrain_steps="big:20000,mid:20000,small:20000", sft_epochs=16, rm_prompts=0,
@@ -153,14 +158,15 @@ def main(cfg: Config) -> dict:
     # 1. base models (the tokenizer is trained by the first pretraining run)
     for s, d in sizes.items():
         pc = parse_config(pretrain.Config, common + [f"--corpus={corpus}", f"--out_dir={out}/base_{s}",
-                                                     *(f"--{k}={v}" for k, v in d.items())])
+                                                     f"--dtype={cfg.dtype}", *(f"--{k}={v}" for k, v in d.items())])
         st.run(f"base_{s}", pretrain.main, pc, [corpus], f"{out}/base_{s}/ckpt.pt")
     # 2. SFT on demonstrations, and the FLAN/T0 analog on public tasks, per size
     for s in names:
-        for stage, demos in ((f"sft_{s}", "sft.jsonl"), (f"flan_{s}", "public_tasks.jsonl")):
+        for stage, demos, epochs in ((f"sft_{s}", "sft.jsonl", cfg.sft_epochs),
+                                     (f"flan_{s}", "public_tasks.jsonl", cfg.flan_epochs)):
             sc = parse_config(train_sft.Config, common + [f"--base={out}/base_{s}/ckpt.pt", f"--data_dir={data}",
                                                           f"--demos={demos}", f"--out_dir={out}/{stage}",
-                                                          f"--epochs={cfg.sft_epochs}"])
+                                                          f"--epochs={epochs}", f"--dtype={cfg.dtype}"])
             st.run(stage, train_sft.main, sc, [f"{out}/base_{s}/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
     # 3. one reward model from the largest SFT model
     rc = parse_config(train_rm.Config, common + [f"--sft={out}/sft_{big}/ckpt.pt", f"--data_dir={data}",

@@ -100,3 +100,20 @@ def test_rm_score_is_read_at_the_last_response_token_whatever_the_padding(stages
     assert (last_token_index(left_r) == t.size(1) - 1).all()
     p = len(chat_prompt(tok, "Who is Pip?"))
     assert r[0, :p].sum() == 0 and r[0, p:n[0]].all()   # the mask covers exactly completion + end token
+
+
+def test_value_starts_as_the_rm_on_the_reward_scale(stages):
+    """The value function starts as the RM with the RM's bias folded into its head: at the last response token it
+    predicts exactly the (bias-corrected) RM score PPO will be rewarded with."""
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.ppo import last_token_index
+    from nanorlhf.reward import encode_completions, score_sequences
+    from nanorlhf.rollout import value_from_rm
+    rm, tok, ck = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
+    bias = ck["extra"]["bias"]
+    value = value_from_rm(rm, bias).eval()
+    t, a, r = encode_completions(tok, "Who is Pip?", ["Pip is a fox.", "No."], rm.cfg.block_size)
+    with torch.no_grad():
+        at_last = value(t, attention_mask=a).gather(1, last_token_index(r)[:, None]).squeeze(1)
+        assert torch.allclose(at_last, score_sequences(rm, t, a, r, bias), atol=1e-5)
+    assert bias != 0.0 and not torch.equal(value.head.bias, rm.head.bias)   # rm itself is left as it was
