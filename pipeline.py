@@ -49,8 +49,8 @@ class Config:
     attn: str = "manual"
     """attention of every model: manual, or sdpa (fused, tested equal; slower than manual under bfloat16 here)"""
     dtype: str = "bfloat16"
-    """autocast of pretraining and SFT, the matmul-bound stages (~1.5x faster here); the RM and PPO, whose
-    small batches gain nothing from it, stay float32 (nanorlhf/precision.py)"""
+    """autocast of pretraining, SFT and PPO's scoring and update passes (~1.5x faster here); the RM's
+    per-prompt batches gain nothing from it and stay float32, as do all rollouts (nanorlhf/precision.py)"""
     sft_epochs: int = 6
     """SFT epochs (paper: 16)"""
     flan_epochs: int = 4
@@ -179,7 +179,7 @@ def main(cfg: Config) -> dict:
         sft_ckpt, rm_ckpt, ckpt = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/ckpt.pt", f"{out}/{stage}/ckpt.pt"
         pc = parse_config(train_ppo.Config, common + [f"--sft={sft_ckpt}", f"--rm={rm_ckpt}", f"--data_dir={data}",
                                                       f"--out_dir={out}/{stage}", f"--iterations={cfg.ppo_iterations}",
-                                                      f"--ptx_coef={ptx}", f"--beta={beta}"])
+                                                      f"--ptx_coef={ptx}", f"--beta={beta}", f"--dtype={cfg.dtype}"])
         st.run(stage, train_ppo.main, pc, [sft_ckpt, rm_ckpt], ckpt)
         return ckpt
 

@@ -101,6 +101,8 @@ class Config:
     """PPO learning rate"""
     beta: float = 0.02
     """KL penalty coefficient (paper: 0.02)"""
+    ppo_dtype: str = "float32"
+    """float32, or bfloat16 autocast for PPO's scoring and update passes (train_ppo.py --dtype)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
     seed: int = 0
@@ -121,7 +123,7 @@ def ppo_config(cfg: Config, rm: str, r: int) -> train_ppo.Config:
     return train_ppo.Config(sft=cfg.sft, rm=rm, data_dir=cfg.data_dir, out_dir=os.path.join(cfg.out_dir, "ppo"),
                             iterations=(r + 1) * cfg.ppo_iterations, batch_size=cfg.ppo_batch_size,
                             minibatch_size=cfg.ppo_minibatch_size, max_new_tokens=cfg.max_new_tokens,
-                            temperature=cfg.temperature, lr=cfg.ppo_lr, beta=cfg.beta,
+                            temperature=cfg.temperature, lr=cfg.ppo_lr, beta=cfg.beta, dtype=cfg.ppo_dtype,
                             save_every=cfg.ppo_iterations, log_every=max(1, cfg.ppo_iterations // 4),
                             seed=cfg.seed, device=cfg.device, resume=r > 0)
 
