@@ -35,7 +35,7 @@ from nanorlhf.fileio import write_text
 from nanorlhf.judge import Judge
 from nanorlhf.frontier import Run, measure
 from nanorlhf.rollout import diagnose
-from pipeline import Stages
+from nanorlhf.stages import Stages
 
 # (name, the detail switched, stage whose flags change, flags)
 ABLATIONS = [

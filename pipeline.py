@@ -8,14 +8,12 @@ Two model sizes at least 10x apart go through every stage (one reward model, fro
 the larger SFT model, serves both, as the paper's 6B RM served every policy).
 Each stage is skipped when its checkpoint exists and its config and inputs have
 not changed (out/<run>/<stage>/stage.json holds the key; a flag added later and left
-at its default counts as no change); --fresh=true redoes all.
+at its default counts as no change: nanorlhf/stages.py); --fresh=true redoes all.
 Writes out/<run>/report.md with every table and figure. --lineage=true adds DPO,
 RLAIF-hybrid PPO and iterated online RLHF and the frontier section (nanorlhf/lineage.py).
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -25,11 +23,10 @@ import pretrain
 import train_ppo
 import train_rm
 import train_sft
-from nanorlhf.checkpoint import file_sha256
-from nanorlhf.config import config_hash, parse_config, print_config
-from nanorlhf.fileio import write_text
+from nanorlhf.config import parse_config, print_config
 from nanorlhf.lineage import pipeline_frontier, train_lineage
 from nanorlhf.report import stage_flops, write_report
+from nanorlhf.stages import Stages
 
 
 @dataclass
@@ -99,40 +96,6 @@ def parse_sizes(cfg: Config) -> dict[str, dict]:
         out[name] = dict(n_layer=n_layer, n_embd=n_embd, n_head=max(1, n_embd // 32), max_steps=int(steps[name]),
                          attn=cfg.attn)
     return out
-
-
-class Stages:
-    """Runs stages in order, skipping those whose key (config + input hashes) is unchanged."""
-
-    def __init__(self, out: str, fresh: bool):
-        self.out, self.fresh, self.log = out, fresh, {}
-
-    def run(self, name: str, main, cfg, inputs: list[str], ckpt: str):
-        folder = os.path.join(self.out, name)
-        hashes = {p: file_sha256(p) for p in inputs}
-        key = config_hash({"cfg": dataclasses.asdict(cfg), "inputs": hashes})
-        meta = os.path.join(folder, "stage.json")
-        if not self.fresh and os.path.exists(ckpt) and os.path.exists(meta):
-            with open(meta) as f:
-                old = json.load(f)
-            # a flag added since the stage ran, left at its default, keeps the old behaviour: the same stage
-            kept = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-                    if f.name in old["config"] or getattr(cfg, f.name) != f.default}
-            # and the checkpoint is the one this stage wrote (not, say, a hand run of the script over it)
-            same_ckpt = old.get("ckpt_sha256") in (None, file_sha256(ckpt))
-            if same_ckpt and old["key"] in (key, config_hash({"cfg": kept, "inputs": hashes})):
-                print(f"== {name}: up to date, reusing {ckpt}")
-                self.log[name] = old
-                return old.get("result", {})
-        print(f"\n== {name}")
-        t = time.time()
-        res = main(cfg)
-        keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str, dict, list))}
-        self.log[name] = {"key": key, "seconds": time.time() - t, "config": dataclasses.asdict(cfg),
-                          "ckpt_sha256": file_sha256(ckpt) if os.path.exists(ckpt) else None,
-                          "result": json.loads(json.dumps(keep, default=str))}
-        write_text(meta, json.dumps(self.log[name], indent=1))
-        return self.log[name]["result"]
 
 
 def main(cfg: Config) -> dict:

@@ -121,9 +121,9 @@ def main(cfg: Config) -> dict:
     if not cfg.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
         fit_cmp = expand_to_pairs(train_cmp)
         print(f"kway_batch=false: {len(fit_cmp)} pairs shuffled as separate comparisons")
+    rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
     with autocast(cfg.dtype, device):  # sampling above stays float32 (no faster in bfloat16)
-        rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
-        log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
         fit_reward_model(rm, tok, fit_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
                          seed=cfg.seed, device=device, log=log)
 

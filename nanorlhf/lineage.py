@@ -61,7 +61,7 @@ PLANS = {"tiny": Plan(bon_ns=(2, 4), dpo_betas=(0.1, 1.0), dpo_max_steps=2, ai_p
 
 def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
     """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
-    pipeline's own (`st`: pipeline.Stages; out/<run>/<stage>/stage.json):
+    pipeline's own (`st`: nanorlhf.stages.Stages; out/<run>/<stage>/stage.json):
 
       dpo_b<beta>_<size>  DPO on the RM's comparisons (no RM, no sampling), one per beta
       rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO

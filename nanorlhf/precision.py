@@ -3,7 +3,7 @@
 Under bfloat16 autocast the matrix multiplies run in bfloat16 while the weights,
 the optimiser state, LayerNorm, softmax, log-softmax and the losses stay in float32
 (torch's autocast op lists); on a CPU with AVX512-BF16 a training step of the 1m
-model runs about 1.5x faster (README, "Speed"). Sampling gains nothing (its small
+model runs about 1.5x faster (README, the main job's runtime). Sampling gains nothing (its small
 matmuls are bound by overhead), so generation always runs in float32.
 
 Example:

@@ -104,7 +104,7 @@ def score_sequences(rm, tokens, attention_mask, response_mask, bias=0.0):
 
 
 # -----------------------------------------------------------------------------
-# completions as RM inputs, and one epoch of RM training
+# completions as RM inputs, and their scores
 
 
 def encode_texts(tok, prompts: list[str], completions: list[str], block_size: int):

@@ -6,6 +6,7 @@ import re
 
 import pipeline
 from nanorlhf.config import parse_config
+from nanorlhf.stages import Stages
 
 
 def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
@@ -73,7 +74,7 @@ def test_stage_reused_when_only_a_new_flag_at_its_default_differs(tmp_path):
         open(ckpt, "w").write("weights")
         return {}
 
-    st = pipeline.Stages(str(tmp_path), fresh=False)
+    st = Stages(str(tmp_path), fresh=False)
     st.run("s", main, Before(), [], ckpt)
     st.run("s", main, After(), [], ckpt)                 # new flag at its default: reused
     assert len(calls) == 1

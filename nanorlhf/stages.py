@@ -1,0 +1,51 @@
+"""Stages of a run that are skipped when nothing they depend on has changed.
+
+Each stage's folder holds stage.json: the hash of its config and of its input files (the key), its
+wall-clock, its result, and the hash of the checkpoint it wrote. A stage runs again when the key or the
+checkpoint changed; a flag added to a stage's config since it ran, left at its default, counts as no
+change. Used by pipeline.py, ablate.py and nanorlhf/lineage.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+
+from nanorlhf.checkpoint import file_sha256
+from nanorlhf.config import config_hash
+from nanorlhf.fileio import write_text
+
+
+class Stages:
+    """Runs stages in order, skipping those whose key (config + input hashes) is unchanged."""
+
+    def __init__(self, out: str, fresh: bool):
+        self.out, self.fresh, self.log = out, fresh, {}
+
+    def run(self, name: str, main, cfg, inputs: list[str], ckpt: str):
+        folder = os.path.join(self.out, name)
+        hashes = {p: file_sha256(p) for p in inputs}
+        key = config_hash({"cfg": dataclasses.asdict(cfg), "inputs": hashes})
+        meta = os.path.join(folder, "stage.json")
+        if not self.fresh and os.path.exists(ckpt) and os.path.exists(meta):
+            with open(meta) as f:
+                old = json.load(f)
+            # a flag added since the stage ran, left at its default, keeps the old behaviour: the same stage
+            kept = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+                    if f.name in old["config"] or getattr(cfg, f.name) != f.default}
+            # and the checkpoint is the one this stage wrote (not, say, a hand run of the script over it)
+            same_ckpt = old.get("ckpt_sha256") in (None, file_sha256(ckpt))
+            if same_ckpt and old["key"] in (key, config_hash({"cfg": kept, "inputs": hashes})):
+                print(f"== {name}: up to date, reusing {ckpt}")
+                self.log[name] = old
+                return old.get("result", {})
+        print(f"\n== {name}")
+        t = time.time()
+        res = main(cfg)
+        keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str, dict, list))}
+        self.log[name] = {"key": key, "seconds": time.time() - t, "config": dataclasses.asdict(cfg),
+                          "ckpt_sha256": file_sha256(ckpt) if os.path.exists(ckpt) else None,
+                          "result": json.loads(json.dumps(keep, default=str))}
+        write_text(meta, json.dumps(self.log[name], indent=1))
+        return self.log[name]["result"]
