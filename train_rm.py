@@ -13,6 +13,10 @@
     python train_rm.py --preset=tiny
     python train_rm.py --preset=small
     python train_rm.py --preset=small --comparisons=out/small/rm/comparisons.jsonl   # reuse labels
+
+    # a larger label budget: 9,000 RM prompts (the world's other sets unchanged), two epochs
+    python -m nanorlhf.world --scale=small --rm_extra=7500 --out=data/small_rm9k
+    python train_rm.py --preset=small --data_dir=data/small_rm9k --epochs=2 --lr=3e-4 --out_dir=out/small/rm_9k
 """
 from __future__ import annotations
 

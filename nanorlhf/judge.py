@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 import os
 import random
+from dataclasses import replace
 from functools import lru_cache
 
 from nanorlhf.labelers import LabelerPool
-from nanorlhf.world import build_world, features, gold_metadata, prompt_from_dict, sample_completions
+from nanorlhf.world import build_world, features, get_scale, gold_metadata, prompt_from_dict, sample_completions
 
 
 @lru_cache(maxsize=4)
-def _world_data(scale: str, seed: int):
-    return build_world(scale, seed)
+def _world_data(scale: str, seed: int, rm_extra: int = 0):
+    return build_world(replace(get_scale(scale), rm_extra=rm_extra), seed)
 
 
 def world_of(data_dir: str):
@@ -31,7 +32,7 @@ def world_of(data_dir: str):
         raise FileNotFoundError(f"{path} is missing: write the data with `python -m nanorlhf.world --out={data_dir}`")
     with open(path) as f:
         meta = json.load(f)
-    return _world_data(meta["scale"], meta["seed"])
+    return _world_data(meta["scale"], meta["seed"], meta.get("rm_extra", 0))
 
 
 def screening_items(data, n: int = 60, k: int = 4, seed: int = 0) -> list[list[dict]]:

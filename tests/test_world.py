@@ -68,6 +68,30 @@ def test_orgs_split_dedup_and_cap(small):
     assert max(Counter(p.org for p in allp).values()) <= small.scale.org_cap
 
 
+def test_more_rm_prompts_leave_every_other_set_as_it_is(tiny, tmp_path):
+    """rm_extra grows only the RM set (a larger label budget is a superset of a smaller one): sft, ppo, val,
+    test and the first scale.rm RM prompts keep their text and ids; the extras are new, deduplicated, from new
+    training organisations under the cap, and the data folder records how to rebuild them."""
+    from dataclasses import replace
+    from nanorlhf.judge import world_of
+    big = build_world(replace(tiny.scale, rm_extra=48), 0)
+    same = lambda a, b: [(p.id, p.text, p.org) for p in a] == [(p.id, p.text, p.org) for p in b]
+    for s in ("sft", "ppo", "val", "test"):
+        assert same(big.prompts[s], tiny.prompts[s]), s
+    n = tiny.scale.rm
+    assert len(big.prompts["rm"]) == n + 48 and same(big.prompts["rm"][:n], tiny.prompts["rm"])
+    assert [p.id for p in big.prompts["rm"][n:]] == [f"rm-{i:06d}" for i in range(n, n + 48)]
+    old_orgs = {p.org for v in tiny.prompts.values() for p in v}
+    extra_orgs = {p.org for p in big.prompts["rm"][n:]}
+    assert extra_orgs and not extra_orgs & old_orgs and all(o.startswith("org-train-") for o in extra_orgs)
+    allp = [p for v in big.prompts.values() for p in v]
+    assert len({dedup_key(p.text) for p in allp}) == len(allp)
+    assert max(Counter(p.org for p in big.prompts["rm"][n:]).values()) <= tiny.scale.org_cap
+    assert big.demos == tiny.demos and big.corpus == tiny.corpus
+    write_world(big, str(tmp_path))
+    assert len(world_of(str(tmp_path)).prompts["rm"]) == n + 48  # the judge rebuilds the same world
+
+
 def test_prompts_short(small):
     """Prompts fit a 128-256 token block: <= 40 words, <= 80 with a passage."""
     for p in (p for v in small.prompts.values() for p in v):

@@ -37,6 +37,8 @@ sft.jsonl            Prompt fields + {{prompt, response, demonstrator}}: prompt 
 public_tasks.jsonl   {{id, org, category, prompt, response}}: templated public-NLP tasks with instructions (the
                      FLAN/T0 analog's training set), as many as the demonstrations.
 rm_prompts.jsonl     Prompt fields + {{prompt}} (== text; no responses: rank samples with the labelers).
+                     `--rm_extra=N` appends N more from new training organisations; every
+                     other file, and the RM file's first lines, stay byte for byte the same.
 ppo_prompts.jsonl    Prompt fields.
 val_prompts.jsonl    Prompt fields (held-out organisations).
 test_prompts.jsonl   Prompt fields (held-out organisations).
@@ -109,7 +111,8 @@ def write_world(data, out):
     with open(os.path.join(out, "world.json"), "w", encoding="utf-8") as f:
         json.dump(data.world.to_json(), f, ensure_ascii=False, indent=1, sort_keys=True)
     with open(os.path.join(out, "meta.json"), "w", encoding="utf-8") as f:  # how to rebuild this world
-        json.dump({"scale": data.scale.name, "seed": data.seed}, f)
+        extra = {"rm_extra": data.scale.rm_extra} if data.scale.rm_extra else {}
+        json.dump({"scale": data.scale.name, "seed": data.seed, **extra}, f)
 
 
 def prompt_from_dict(d):

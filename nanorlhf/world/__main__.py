@@ -1,6 +1,7 @@
 """Build a world and write it to disk.
 
     python -m nanorlhf.world --scale=small --seed=0 --out=data/small [--report=true]
+    python -m nanorlhf.world --scale=small --rm_extra=7500 --out=data/small_rm9k   # 9,000 RM prompts
 
 Takes about 2 s at small (see the report for sizes). Writes the files listed in
 nanorlhf.world.SCHEMA. The report adds corpus tokens (with the folder's BPE, or one
@@ -8,11 +9,11 @@ trained on the spot) and the simulated labelers' agreement and screening.
 """
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nanorlhf.config import parse_config
 
-from . import build_world, write_world
+from . import build_world, get_scale, write_world
 from .report import report
 
 
@@ -28,6 +29,8 @@ class Config:
     """print the world report"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool shown in the report"""
+    rm_extra: int = 0
+    """more RM prompts after the scale's own (a larger label budget; every other set stays the same)"""
 
 
 def token_section(data, out: str) -> tuple[str, str]:
@@ -42,7 +45,7 @@ def token_section(data, out: str) -> tuple[str, str]:
 
 def main(cfg: Config) -> None:
     t = time.time()
-    data = build_world(cfg.scale, cfg.seed)
+    data = build_world(replace(get_scale(cfg.scale), rm_extra=cfg.rm_extra), cfg.seed)
     print(f"built {cfg.scale} world (seed {cfg.seed}) in {time.time() - t:.2f}s")
     if cfg.out:
         write_world(data, cfg.out)

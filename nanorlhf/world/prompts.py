@@ -46,10 +46,10 @@ def table1_counts(n):
     return counts
 
 
-def make_orgs(rng, n, split):
+def make_orgs(rng, n, split, start=0):
     """Organisations with their own category preference and phrasing style."""
     orgs = []
-    for i in range(n):
+    for i in range(start, start + n):
         fav = rng.choice(CATEGORIES)
         prefs = {c: math.exp(rng.gauss(0, 0.7)) * (4.0 if c == fav else 1.0) for c in CATEGORIES}
         style = Style(openers=tuple(rng.sample(OPENERS, 3)),
@@ -59,8 +59,35 @@ def make_orgs(rng, n, split):
     return orgs
 
 
-def prompt_sets(world, scale, max_tries=200):
-    """{set name: [Prompt]} for sets sft, rm, ppo (train orgs), val and test."""
+def draw_prompts(world, rng, pool, n, seen, org_cap, max_tries=200):
+    """n prompts in Table 1 proportions from the organisations in pool (steps 3 and 4 above), shuffled."""
+    prompts = []
+    for cat, k in table1_counts(n).items():
+        for _ in range(k):
+            free = [o for o in pool if o["used"] < org_cap] or pool
+            org = rng.choices(free, weights=[o["prefs"][cat] for o in free])[0]
+            for _ in range(max_tries):
+                p = GENERATORS[cat](world, rng, org["style"])
+                key = dedup_key(p.text)
+                if key not in seen:
+                    break
+            else:
+                raise RuntimeError(f"cannot draw a new {cat} prompt; raise variety")
+            seen.add(key)
+            org["used"] += 1
+            p.org = org["id"]
+            prompts.append(p)
+    rng.shuffle(prompts)
+    return prompts
+
+
+def prompt_sets(world, scale):
+    """{set name: [Prompt]} for sets sft, rm, ppo (train orgs), val and test.
+
+    scale.rm_extra further RM prompts come last, from new training organisations, so a
+    world with more of them holds the same sft, ppo, val and test sets and the same first
+    scale.rm RM prompts: a larger label budget is a superset of a smaller one.
+    """
     rng = random.Random(f"prompts-{world.seed}-{scale.name}")
     size = {s: getattr(scale, s) for s in SETS}
     n_orgs = lambda n: max(2, math.ceil(n / (0.6 * scale.org_cap)))
@@ -69,27 +96,14 @@ def prompt_sets(world, scale, max_tries=200):
             "test": make_orgs(rng, n_orgs(size["test"]), "test")}
     seen, out = set(), {}
     for s in SETS:
-        pool = orgs["train" if s in ("sft", "rm", "ppo") else s]
-        prompts = []
-        for cat, n in table1_counts(size[s]).items():
-            for _ in range(n):
-                free = [o for o in pool if o["used"] < scale.org_cap] or pool
-                org = rng.choices(free, weights=[o["prefs"][cat] for o in free])[0]
-                for _ in range(max_tries):
-                    p = GENERATORS[cat](world, rng, org["style"])
-                    k = dedup_key(p.text)
-                    if k not in seen:
-                        break
-                else:
-                    raise RuntimeError(f"cannot draw a new {cat} prompt; raise variety")
-                seen.add(k)
-                org["used"] += 1
-                p.org = org["id"]
-                prompts.append(p)
-        rng.shuffle(prompts)
-        for i, p in enumerate(prompts):
+        out[s] = draw_prompts(world, rng, orgs["train" if s in ("sft", "rm", "ppo") else s], size[s], seen,
+                              scale.org_cap)
+    if scale.rm_extra:
+        more = make_orgs(rng, n_orgs(scale.rm_extra), "train", start=len(orgs["train"]))
+        out["rm"] += draw_prompts(world, rng, more, scale.rm_extra, seen, scale.org_cap)
+    for s in SETS:
+        for i, p in enumerate(out[s]):
             p.id = f"{s}-{i:06d}"
-        out[s] = prompts
     return out
 
 

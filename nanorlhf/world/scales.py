@@ -24,6 +24,8 @@ class Scale:
     test: int               # test prompts (held-out organisations)
     org_cap: int            # max prompts per organisation; paper ~200
     bench: int              # items per benchmark suite
+    rm_extra: int = 0       # more RM prompts, drawn after every other set from new training organisations:
+                            # growing it leaves the other sets and the first `rm` RM prompts as they are
 
 
 SCALES = {
