@@ -90,6 +90,8 @@ def test_more_rm_prompts_leave_every_other_set_as_it_is(tiny, tmp_path):
     assert big.demos == tiny.demos and big.corpus == tiny.corpus
     write_world(big, str(tmp_path))
     assert len(world_of(str(tmp_path)).prompts["rm"]) == n + 48  # the judge rebuilds the same world
+    with pytest.raises(ValueError, match="negative"):
+        build_world(replace(tiny.scale, rm_extra=-1), 0)
 
 
 def test_prompts_short(small):

@@ -45,7 +45,10 @@ def token_section(data, out: str) -> tuple[str, str]:
 
 def main(cfg: Config) -> None:
     t = time.time()
-    data = build_world(replace(get_scale(cfg.scale), rm_extra=cfg.rm_extra), cfg.seed)
+    try:
+        data = build_world(replace(get_scale(cfg.scale), rm_extra=cfg.rm_extra), cfg.seed)
+    except ValueError as e:  # a bad size: say it in one line, no traceback
+        raise SystemExit(f"nanorlhf.world: {e}") from None
     print(f"built {cfg.scale} world (seed {cfg.seed}) in {time.time() - t:.2f}s")
     if cfg.out:
         write_world(data, cfg.out)

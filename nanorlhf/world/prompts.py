@@ -88,6 +88,8 @@ def prompt_sets(world, scale):
     world with more of them holds the same sft, ppo, val and test sets and the same first
     scale.rm RM prompts: a larger label budget is a superset of a smaller one.
     """
+    if scale.rm_extra < 0:
+        raise ValueError(f"rm_extra counts extra RM prompts and cannot be negative, got {scale.rm_extra}")
     rng = random.Random(f"prompts-{world.seed}-{scale.name}")
     size = {s: getattr(scale, s) for s in SETS}
     n_orgs = lambda n: max(2, math.ceil(n / (0.6 * scale.org_cap)))

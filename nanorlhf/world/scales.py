@@ -38,6 +38,8 @@ SCALES = {
 
 def get_scale(scale):
     """Accept a name ("small") or a Scale; return a Scale."""
+    if isinstance(scale, str) and scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}: one of {', '.join(SCALES)}")
     return SCALES[scale] if isinstance(scale, str) else scale
 
 
