@@ -14,6 +14,7 @@ Suites (--suite=NAME):
     python evaluate.py --suite=all                                  # on the small pipeline's outputs
     python evaluate.py --suite=knowledge --policies=gpt=out/small/base_1m/ckpt.pt
     python evaluate.py --suite=preference --seed=1 --labeler_seed=1 # another sample, another labeler draw
+    python evaluate.py --suite=preference --samples=4               # 4 responses a prompt: a narrower interval
 
 Writes out_dir/<suite>.json and prints a table.
 """
@@ -31,7 +32,7 @@ import torch
 from nanorlhf.checkpoint import load_model
 from nanorlhf.config import parse_config, print_config
 from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
-from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate
+from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate_over_samples
 from nanorlhf.jsonl import PROMPT, read_jsonl
 from nanorlhf.judge import Judge
 from nanorlhf.reward import rm_scores
@@ -59,6 +60,8 @@ class Config:
     """longest sampled response"""
     seed: int = 0
     """seed for sampling responses"""
+    samples: int = 1
+    """--suite=preference: responses per prompt and policy (seeds seed, seed+1, ...); more narrow the interval"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool (another draw of the held-out labelers)"""
     sizes: str = "1m,100k"
@@ -102,30 +105,36 @@ def knowledge(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
 
 
 def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
+    if cfg.samples < 1:
+        raise SystemExit(f"--samples={cfg.samples}: need at least one response per prompt")
     rows = read_jsonl(os.path.join(cfg.data_dir, "test_prompts.jsonl"), PROMPT)
     policies = {k: v for k, v in policies.items() if k != "gpt"}  # the base model is judged in the pipeline's ladder
-    texts, tok = {}, None
+    texts, tok = {}, None   # texts[name][s][i]: sample s of the response to prompt i
     for name, path in policies.items():
         model, tok, _ = load_model(path, device)
         model.eval()
         if not texts:
             rows = fitting(rows, tok, model.cfg.block_size, cfg.max_new_tokens)[:cfg.n_prompts]
-        texts[name] = sample_responses(model, tok, rows, cfg.max_new_tokens, seed=cfg.seed)
+        texts[name] = [sample_responses(model, tok, rows, cfg.max_new_tokens, seed=cfg.seed + s)
+                       for s in range(cfg.samples)]
     rm = load_model(cfg.rm, device, kind="scalar") if cfg.rm else None
     out = {}
     for name in policies:
-        res = {"gold": gold_mean(judge, rows, texts[name])}
+        res = {"gold": sum(gold_mean(judge, rows, t) for t in texts[name]) / cfg.samples}
         if name != cfg.reference:
-            res["win"] = win_rate(judge, rows, texts[name], texts[cfg.reference], random.Random(cfg.labeler_seed + 7))
+            res["win"] = win_rate_over_samples(judge, rows, texts[name], texts[cfg.reference],
+                                               random.Random(cfg.labeler_seed + 7))
         if rm is not None:
             with torch.no_grad():
                 res["rm"] = sum(rm_scores(rm[0], tok, r["prompt"], [t], device, rm[2]["extra"]["bias"]).item()
-                                for r, t in zip(rows, texts[name])) / len(rows)
+                                for ts in texts[name] for r, t in zip(rows, ts)) / (len(rows) * cfg.samples)
         out[name] = res
         win = res.get("win")
         w = f"win vs {cfg.reference} {win['rate']:.1%} [{win['lo']:.1%}, {win['hi']:.1%}]" if win else "(reference)"
         print(f"{name:12s} {w:40s} gold {res['gold']:+.3f}" + (f"  RM {res['rm']:+.3f}" if "rm" in res else ""))
-    print(f"({len(rows)} test prompts from held-out organisations; held-out labelers, evaluation-time instructions)")
+    each = f" x {cfg.samples} samples" if cfg.samples > 1 else ""
+    print(f"({len(rows)} test prompts{each} from held-out organisations; held-out labelers, evaluation-time "
+          "instructions)")
     return out
 
 

@@ -193,3 +193,38 @@ def test_wilson_interval_contains_p_at_the_edges():
             assert 0.0 <= lo <= wins / n <= hi <= 1.0
     lo, hi = wilson(150, 300)
     assert 0.44 < lo < 0.45 and 0.55 < hi < 0.56
+
+
+class _OneFeatureJudge:
+    """A judge whose one held-out labeler scores a response by the number it spells (tau = 1)."""
+
+    def __init__(self):
+        from nanorlhf.labelers import Labeler
+        self.pool = type("Pool", (), {"heldout": [Labeler("H00", {"attempted": 1.0}, tau=1.0)]})()
+
+    def features(self, row, response):
+        return {"attempted": float(response)}
+
+
+def test_win_rate_over_one_sample_is_the_single_sample_win_rate():
+    """S = 1 gives win_rate's rate, Wilson interval and categories, drawing the same labeler noise."""
+    from nanorlhf.evals.preference import win_rate, win_rate_over_samples
+    rows = [{"category": "chat" if i % 3 else "generation"} for i in range(60)]
+    a, b = ["0.3"] * 60, ["0"] * 60
+    one = win_rate_over_samples(_OneFeatureJudge(), rows, [a], [b], random.Random(5))
+    assert one.pop("samples") == 1
+    assert one == win_rate(_OneFeatureJudge(), rows, a, b, random.Random(5))
+
+
+def test_win_rate_over_samples_narrows_the_interval_around_the_bradley_terry_probability():
+    """With 16 responses a prompt the rate nears sigmoid(0.5), its bootstrap interval holds it and is narrower
+    than one sample's Wilson interval; identical responses are an exact 1/2 with no width."""
+    from nanorlhf.evals.preference import win_rate_over_samples
+    judge, rows = _OneFeatureJudge(), [{"category": "chat"}] * 200
+    p = 1 / (1 + math.exp(-0.5))
+    one = win_rate_over_samples(judge, rows, [["0.5"] * 200], [["0"] * 200], random.Random(1))
+    many = win_rate_over_samples(judge, rows, [["0.5"] * 200] * 16, [["0"] * 200] * 16, random.Random(1))
+    assert many["samples"] == 16 and many["lo"] < p < many["hi"] and abs(many["rate"] - p) < 0.02
+    assert many["hi"] - many["lo"] < (one["hi"] - one["lo"]) / 2
+    tie = win_rate_over_samples(judge, rows, [["0.5"] * 200] * 4, [["0.5"] * 200] * 4, random.Random(1))
+    assert tie["rate"] == tie["lo"] == tie["hi"] == 0.5

@@ -3,11 +3,14 @@
 For each test prompt, one sampled response per policy; a held-out labeler drawn
 at random compares the policy's response with the reference policy's (a K = 2
 ranking, Bradley-Terry noise). Ties (identical texts) count one half. The 95%
-interval is Wilson's score interval on the number of wins.
+interval is Wilson's score interval on the number of wins. With S responses per
+prompt (win_rate_over_samples) the rate is the mean over S x n comparisons and
+the interval a bootstrap over prompts.
 
 Example:
     texts = sample_responses(model, tok, rows)                       # one per prompt
     wr = win_rate(judge, rows, texts, ref_texts, random.Random(0))   # {"rate": .71, "lo": .66, "hi": .76, ...}
+    wr = win_rate_over_samples(judge, rows, [texts, texts2], [ref, ref2], random.Random(0))   # 2 per prompt
 """
 from __future__ import annotations
 
@@ -49,18 +52,46 @@ def wilson(wins: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, min(c - h, p)), min(1.0, max(c + h, p))
 
 
-def win_rate(judge, rows: list[dict], texts: list[str], ref_texts: list[str], rng: random.Random) -> dict:
-    """Share of prompts where a held-out labeler prefers `texts` over `ref_texts`, with a 95% interval."""
-    wins, per_cat = 0.0, defaultdict(list)
+def judged_wins(judge, rows: list[dict], texts: list[str], ref_texts: list[str], rng: random.Random) -> list[float]:
+    """Per prompt, 1 if a held-out labeler drawn at random prefers texts[i] to ref_texts[i], else 0; identical texts 1/2."""
+    wins = []
     for row, a, b in zip(rows, texts, ref_texts):
         lab = rng.choice(judge.pool.heldout)
         ranking = lab.rank([judge.features(row, a), judge.features(row, b)], rng, [a, b])
-        w = 0.5 if len(ranking) == 1 else float(ranking[0] == [0])
-        wins += w
+        wins.append(0.5 if len(ranking) == 1 else float(ranking[0] == [0]))
+    return wins
+
+
+def _by_category(rows: list[dict], per_prompt: list[float]) -> dict:
+    per_cat = defaultdict(list)
+    for row, w in zip(rows, per_prompt):
         per_cat[row["category"]].append(w)
-    lo, hi = wilson(wins, len(rows))
-    return {"rate": wins / len(rows), "lo": lo, "hi": hi, "n": len(rows),
-            "by_category": {k: sum(v) / len(v) for k, v in per_cat.items()}}
+    return {k: sum(v) / len(v) for k, v in per_cat.items()}
+
+
+def win_rate(judge, rows: list[dict], texts: list[str], ref_texts: list[str], rng: random.Random) -> dict:
+    """Share of prompts where a held-out labeler prefers `texts` over `ref_texts`, with a 95% interval."""
+    wins = judged_wins(judge, rows, texts, ref_texts, rng)
+    lo, hi = wilson(sum(wins), len(rows))
+    return {"rate": sum(wins) / len(rows), "lo": lo, "hi": hi, "n": len(rows), "by_category": _by_category(rows, wins)}
+
+
+def win_rate_over_samples(judge, rows: list[dict], texts: list[list[str]], ref_texts: list[list[str]],
+                          rng: random.Random, n_boot: int = 2000) -> dict:
+    """win_rate with S sampled responses per prompt (texts[s][i]), each pair judged by its own labeler draw.
+
+    The rate is the mean over all S x n comparisons: the same quantity as win_rate's, with less noise. The S
+    comparisons of one prompt are not independent, so for S > 1 the 95% interval is a percentile bootstrap
+    over prompts, not Wilson's on S x n trials; S = 1 is win_rate exactly.
+    """
+    if len(texts) == 1:
+        return {**win_rate(judge, rows, texts[0], ref_texts[0], rng), "samples": 1}
+    wins = [judged_wins(judge, rows, t, r, rng) for t, r in zip(texts, ref_texts)]   # (S, n)
+    per_prompt = [sum(w) / len(w) for w in zip(*wins)]                                 # (n,)
+    n, boot = len(rows), random.Random(f"bootstrap-{len(rows)}")
+    means = sorted(sum(per_prompt[boot.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
+    return {"rate": sum(per_prompt) / n, "lo": means[int(0.025 * n_boot)], "hi": means[int(0.975 * n_boot) - 1],
+            "n": n, "samples": len(texts), "by_category": _by_category(rows, per_prompt)}
 
 
 def gold_mean(judge, rows: list[dict], texts: list[str]) -> float:
