@@ -61,7 +61,7 @@ class Config:
     seed: int = 0
     """seed for sampling responses"""
     samples: int = 1
-    """--suite=preference: responses per prompt and policy (seeds seed, seed+1, ...); more narrow the interval"""
+    """--suite=preference: responses per prompt and policy (seeds seed, seed+1, ...); more give a narrower interval"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool (another draw of the held-out labelers)"""
     sizes: str = "1m,100k"

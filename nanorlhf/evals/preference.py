@@ -53,7 +53,7 @@ def wilson(wins: float, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def judged_wins(judge, rows: list[dict], texts: list[str], ref_texts: list[str], rng: random.Random) -> list[float]:
-    """Per prompt, 1 if a held-out labeler drawn at random prefers texts[i] to ref_texts[i], else 0; identical texts 1/2."""
+    """Per prompt: 1 if a held-out labeler drawn at random prefers texts[i] to ref_texts[i], else 0 (1/2 if equal)."""
     wins = []
     for row, a, b in zip(rows, texts, ref_texts):
         lab = rng.choice(judge.pool.heldout)
