@@ -15,6 +15,7 @@ Suites (--suite=NAME):
     python evaluate.py --suite=knowledge --policies=gpt=out/small/base_1m/ckpt.pt
     python evaluate.py --suite=preference --seed=1 --labeler_seed=1 # another sample, another labeler draw
     python evaluate.py --suite=preference --samples=4               # 4 responses a prompt: a narrower interval
+    python evaluate.py --suite=preference --split=val               # validation prompts, to choose runs by
 
 Writes out_dir/<suite>.json and prints a table.
 """
@@ -60,6 +61,8 @@ class Config:
     """longest sampled response"""
     seed: int = 0
     """seed for sampling responses"""
+    split: str = "test"
+    """--suite=preference: test prompts (to report) or val prompts (to choose a run or a hyperparameter by)"""
     samples: int = 1
     """--suite=preference: responses per prompt and policy (seeds seed, seed+1, ...); more give a narrower interval"""
     labeler_seed: int = 0
@@ -107,7 +110,9 @@ def knowledge(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
 def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     if cfg.samples < 1:
         raise SystemExit(f"--samples={cfg.samples}: need at least one response per prompt")
-    rows = read_jsonl(os.path.join(cfg.data_dir, "test_prompts.jsonl"), PROMPT)
+    if cfg.split not in ("test", "val"):
+        raise SystemExit(f"--split={cfg.split}: test or val")
+    rows = read_jsonl(os.path.join(cfg.data_dir, f"{cfg.split}_prompts.jsonl"), PROMPT)
     policies = {k: v for k, v in policies.items() if k != "gpt"}  # the base model is judged in the pipeline's ladder
     texts, tok = {}, None   # texts[name][s][i]: sample s of the response to prompt i
     for name, path in policies.items():
@@ -133,8 +138,8 @@ def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
         w = f"win vs {cfg.reference} {win['rate']:.1%} [{win['lo']:.1%}, {win['hi']:.1%}]" if win else "(reference)"
         print(f"{name:12s} {w:40s} gold {res['gold']:+.3f}" + (f"  RM {res['rm']:+.3f}" if "rm" in res else ""))
     each = f" x {cfg.samples} samples" if cfg.samples > 1 else ""
-    print(f"({len(rows)} test prompts{each} from held-out organisations; held-out labelers, evaluation-time "
-          "instructions)")
+    print(f"({len(rows)} {cfg.split} prompts{each} from organisations unseen in training; held-out labelers, "
+          "evaluation-time instructions)")
     return out
 
 

@@ -48,7 +48,8 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
               f"--policies=gpt={run}/base_a/ckpt.pt,sft={run}/sft_a/ckpt.pt,ppo={run}/ppo_a/ckpt.pt"]
     pref = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference"]))
     assert 0 <= pref["ppo"]["win"]["rate"] <= 1 and "gold" in pref["sft"]
-    two = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2"]))["ppo"]["win"]
+    two = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2", "--split=val"]))
+    two = two["ppo"]["win"]
     assert two["samples"] == 2 and two["lo"] <= two["rate"] <= two["hi"]
     with pytest.raises(SystemExit, match="--samples=0"):
         evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=0"]))
