@@ -28,15 +28,13 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
 from nanorlhf.checkpoint import load_model
 from nanorlhf.config import parse_config, print_config
 from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
 from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate_over_samples
 from nanorlhf.jsonl import PROMPT, read_jsonl
 from nanorlhf.judge import Judge
-from nanorlhf.reward import rm_scores
+from nanorlhf.reward import score_texts
 from pretrain import resolve_device
 
 
@@ -130,9 +128,9 @@ def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
             res["win"] = win_rate_over_samples(judge, rows, texts[name], texts[cfg.reference],
                                                random.Random(cfg.labeler_seed + 7))
         if rm is not None:
-            with torch.no_grad():
-                res["rm"] = sum(rm_scores(rm[0], tok, r["prompt"], [t], device, rm[2]["extra"]["bias"]).item()
-                                for ts in texts[name] for r, t in zip(rows, ts)) / (len(rows) * cfg.samples)
+            scores = score_texts(rm[0], tok, [r["prompt"] for r in rows] * cfg.samples,
+                                 [t for ts in texts[name] for t in ts], device, rm[2]["extra"]["bias"])
+            res["rm"] = sum(scores) / len(scores)
         out[name] = res
         win = res.get("win")
         w = f"win vs {cfg.reference} {win['rate']:.1%} [{win['lo']:.1%}, {win['hi']:.1%}]" if win else "(reference)"

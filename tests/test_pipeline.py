@@ -11,7 +11,7 @@ from nanorlhf.config import parse_config
 from nanorlhf.stages import Stages
 
 
-def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
+def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     """pipeline --preset=tiny --lineage=true writes report.md with every figure, the lineage's frontier table
     (every method, labels, wall) and frontier.png; a rerun reuses every stage, the lineage's included."""
     flags = ["--preset=tiny", "--lineage=true", f"--out_root={tmp_path}/out", f"--data_root={tmp_path}/data"]
@@ -48,9 +48,13 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path):
               f"--policies=gpt={run}/base_a/ckpt.pt,sft={run}/sft_a/ckpt.pt,ppo={run}/ppo_a/ckpt.pt"]
     pref = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference"]))
     assert 0 <= pref["ppo"]["win"]["rate"] <= 1 and "gold" in pref["sft"]
-    two = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2", "--split=val"]))
-    two = two["ppo"]["win"]
+    capsys.readouterr()
+    val = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2", "--split=val"]))
+    assert " val prompts x 2 samples " in capsys.readouterr().out
+    two = val["ppo"]["win"]
     assert two["samples"] == 2 and two["lo"] <= two["rate"] <= two["hi"]
+    test = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2"]))
+    assert val["sft"]["gold"] != test["sft"]["gold"]   # other prompts were judged, not the test ones again
     with pytest.raises(SystemExit, match="--samples=0"):
         evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=0"]))
     know = evaluate.main(parse_config(evaluate.Config, common + ["--suite=knowledge"]))
