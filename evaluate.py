@@ -2,7 +2,7 @@
 
 Suites (--suite=NAME):
   knowledge   the base model knows facts (few-shot, corpus format) but does not follow bare
-              instructions (attempt rate by category): toyworld.md requirement 3
+              instructions (attempt rate by category)
   preference  each policy's win rate against the reference policy on test prompts from
               organisations unseen in training, judged by held-out labelers; gold and RM scores
   truthfulness, hallucination, toxicity, bias, alignment_tax, overoptimization, hedging
@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from nanorlhf.checkpoint import load_model
 from nanorlhf.config import parse_config, print_config
 from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
@@ -35,7 +37,7 @@ from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_
 from nanorlhf.jsonl import PROMPT, read_jsonl
 from nanorlhf.judge import Judge
 from nanorlhf.reward import score_texts
-from pretrain import resolve_device
+from nanorlhf.device import resolve_device
 
 
 @dataclass
@@ -128,8 +130,9 @@ def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
             res["win"] = win_rate_over_samples(judge, rows, texts[name], texts[cfg.reference],
                                                random.Random(cfg.labeler_seed + 7))
         if rm is not None:
-            scores = score_texts(rm[0], tok, [r["prompt"] for r in rows] * cfg.samples,
-                                 [t for ts in texts[name] for t in ts], device, rm[2]["extra"]["bias"])
+            with torch.no_grad():
+                scores = score_texts(rm[0], tok, [r["prompt"] for r in rows] * cfg.samples,
+                                     [t for ts in texts[name] for t in ts], device, rm[2]["extra"]["bias"]).tolist()
             res["rm"] = sum(scores) / len(scores)
         out[name] = res
         win = res.get("win")
@@ -144,9 +147,8 @@ def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
 def ladder(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     """The pipeline's ladder from its run folder (out_dir), with this run's seeds, into out_dir/ladder_seed*/."""
     from nanorlhf.evals.context import EvalContext
-    from nanorlhf.evals.ladder import ladder_section
+    from nanorlhf.evals.ladder import ladder_policies, ladder_section
     from nanorlhf.model import count_params
-    from pipeline import ladder_policies
     names = cfg.sizes.split(",")
     folder = os.path.join(cfg.out_dir, f"ladder_seed{cfg.seed}_labelers{cfg.labeler_seed}")
     os.makedirs(folder, exist_ok=True)

@@ -9,10 +9,10 @@
   4. report   agreement with gold, between labelers (Cohen's kappa), with the simulated labelers
   5. export   comparisons for train_rm.py, preference pairs, Anthropic HH; ties on their own
 
-    python label.py --policy=out/small/sft/ckpt.pt --prompts=data/small/val_prompts.jsonl --labeler=alice
-    python label.py --completions=samples.jsonl --labeler=bob --mode=pair --n=30
-    python label.py --report=labels/alice.jsonl labels/bob.jsonl --data_dir=data/small
-    python label.py --report=labels/alice.jsonl --export=out/human
+    python label.py --policy=out/small/sft/ckpt.pt --prompts=data/small/val_prompts.jsonl --labeler=rater1
+    python label.py --completions=samples.jsonl --labeler=rater2 --mode=pair --n=30
+    python label.py --report=labels/rater1.jsonl labels/rater2.jsonl --data_dir=data/small
+    python label.py --report=labels/rater1.jsonl --export=out/human
 
 Sampling 50 prompts x K = 4..9 on 2 CPU cores takes a few seconds; a ranking of K = 6
 takes a person about a minute, most of it reading (docs/labeling.md).
@@ -30,7 +30,7 @@ from nanorlhf.jsonl import DEMO, PROMPT, DataError, Field, read_jsonl
 from nanorlhf.labelapp.checks import MODES
 from nanorlhf.labelapp.events import LabelLog, LogError
 from nanorlhf.labelapp.items import build_queue, n_gold
-from nanorlhf.labelapp.report import export, report_text
+from nanorlhf.labelapp.agreement import export, report_text
 
 COMPLETIONS = (Field("id", str), Field("prompt", str), Field("completions", list[str], nonempty=False))
 
@@ -94,20 +94,19 @@ def _demos(path: str) -> list[dict]:
 def sample_rows(cfg: Config, count: int) -> list[dict]:
     """Rows {id, prompt, completions, ...prompt fields} with K completions sampled from cfg.policy."""
     import torch  # only this path needs a model
-    from types import SimpleNamespace
 
     from nanorlhf.checkpoint import load_model
     from nanorlhf.comparisons import fitting_prompts, sample_completions
-    from pretrain import resolve_device
+    from nanorlhf.device import resolve_device
     device = resolve_device(cfg.device)
     policy, tok, _ = load_model(cfg.policy, device)
     rows = fitting_prompts(cfg.prompts, tok, policy.cfg.block_size, cfg.max_new_tokens, count)
     rng = random.Random(f"label-k-{cfg.seed}")
     ks = [2 if cfg.mode == "pair" else rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
     print(f"sampling {sum(ks)} completions for {len(rows)} prompts from {cfg.policy} ...", flush=True)
-    gen = SimpleNamespace(gen_batch=cfg.gen_batch, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
     with torch.no_grad():
-        comps = sample_completions(policy, tok, [r["prompt"] for r in rows], ks, gen, device, cfg.seed)
+        comps = sample_completions(policy, tok, [r["prompt"] for r in rows], ks, max_new_tokens=cfg.max_new_tokens,
+                                   temperature=cfg.temperature, batch=cfg.gen_batch, device=device, seed=cfg.seed)
     return [dict(r, completions=c) for r, c in zip(rows, comps)]
 
 
@@ -156,7 +155,7 @@ def main(cfg: Config, more_logs: list[str] | tuple = ()) -> None:
     if cfg.report or cfg.export:
         logs = logs or ([cfg.log] if cfg.log else [])
         if not logs:
-            raise ConfigError("--report/--export need log files: --report=labels/alice.jsonl [more.jsonl ...]")
+            raise ConfigError("--report/--export need log files: --report=labels/rater1.jsonl [more.jsonl ...]")
         if cfg.report:
             print(report_text(logs, cfg.data_dir, cfg.cutoff, cfg.seed))
         if cfg.export:

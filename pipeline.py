@@ -10,7 +10,8 @@ Each stage is skipped when its checkpoint exists and its config and inputs have
 not changed (out/<run>/<stage>/stage.json holds the key; a flag added later and left
 at its default counts as no change: nanorlhf/stages.py); --fresh=true redoes all.
 Writes out/<run>/report.md with every table and figure. --lineage=true adds DPO,
-RLAIF-hybrid PPO and iterated online RLHF and the frontier section (nanorlhf/lineage.py).
+RLAIF-hybrid PPO and iterated online RLHF (train_lineage below, by nanorlhf/lineage.py's plan)
+and the frontier section.
 """
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from typing import ClassVar
 
 import pretrain
 import train_ppo
+import train_dpo
 import train_rm
 import train_sft
-from nanorlhf.config import parse_config, print_config
-from nanorlhf.lineage import pipeline_frontier, train_lineage
+from experiments import iterated
+from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.lineage import PLANS, pipeline_frontier
 from nanorlhf.report import stage_flops, write_report
 from nanorlhf.stages import Stages
 
@@ -163,17 +166,18 @@ def main(cfg: Config) -> dict:
 
     # 5. evaluation: the ladder, then the suites, then report.md
     from nanorlhf.evals.context import EvalContext
-    from nanorlhf.evals.ladder import ladder_section
+    from nanorlhf.evals.ladder import ladder_policies, ladder_section
+    from nanorlhf.evals.suites import suite_sections
+    from nanorlhf.device import resolve_device
     from nanorlhf.judge import Judge
     from nanorlhf.model import count_params
-    from pretrain import resolve_device
     t = time.time()
     policies = ladder_policies(out, names)
     ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, policies, rm=f"{out}/rm/ckpt.pt",
                       device=resolve_device(cfg.device), seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
     sections = [ladder_section(ctx, params, reference=f"sft_{big}", champion=f"ppo_ptx_{big}")]
-    sections += suite_sections(ctx, cfg, names)
+    sections += suite_sections(ctx, cfg.suites, big)  # the safety and capability suites on the largest size
     if sweep_runs:
         from nanorlhf.evals.alignment_tax import sweep_sections
         sections += sweep_sections(ctx, sweep_runs, big)
@@ -181,39 +185,44 @@ def main(cfg: Config) -> dict:
         sections.append(pipeline_frontier(ctx, out, big, cfg.preset, cfg.sweeps))
     st.log["evaluate"] = {"seconds": time.time() - t}
     total = time.time() - t0
-    path = write_report(out, cfg, st.log, sections, stage_flops(st.log), total)
+    path = write_report(out, config_dict(cfg), big, st.log, sections, stage_flops(st.log), total)
     print(f"\npipeline done in {total / 60:.1f} min -> {path}")
     return {"report": path, "seconds": total, "sections": sections}
 
 
-def ladder_policies(out: str, names: list[str]) -> dict[str, str]:
-    """name -> checkpoint of every policy on the ladder, for each size."""
-    policies = {}
-    for s in names:
-        policies.update({f"gpt_{s}": f"{out}/base_{s}/ckpt.pt", f"flan_{s}": f"{out}/flan_{s}/ckpt.pt",
-                         f"sft_{s}": f"{out}/sft_{s}/ckpt.pt", f"ppo_{s}": f"{out}/ppo_{s}/ckpt.pt",
-                         f"ppo_ptx_{s}": f"{out}/ppo_ptx_{s}/ckpt.pt"})
-    return policies
+def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
+    """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
+    pipeline's own (`st`: Stages; out/<run>/<stage>/stage.json; the plan: nanorlhf/lineage.py):
 
-
-def suite_sections(ctx, cfg: Config, names: list[str]) -> list:
-    """The safety and capability suites (nanorlhf/evals/suites.py), on the largest size's policies."""
-    if cfg.suites == "none":
-        return []
-    from nanorlhf.evals.context import EvalContext
-    from nanorlhf.evals.suites import SUITES
-    big = names[0]
-    sub = EvalContext(ctx.judge, ctx.data_dir, ctx.out_dir,
-                      {"gpt": ctx.policies[f"gpt_{big}"], "sft": ctx.policies[f"sft_{big}"],
-                       "ppo": ctx.policies[f"ppo_{big}"], "ppo_ptx": ctx.policies[f"ppo_ptx_{big}"]},
-                      rm=ctx.rm, device=ctx.device, seed=ctx.seed, labeler_seed=ctx.labeler_seed, n=200)
-    chosen = list(SUITES) if cfg.suites == "all" else cfg.suites.split(",")
-    out = []
-    for name in chosen:
-        t = time.time()
-        out.append(SUITES[name](sub))
-        print(f"suite {name}: {time.time() - t:.0f}s")
-    return out
+      dpo_b<beta>_<size>  DPO on the RM's comparisons (no RM, no sampling), one per beta
+      rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO
+      iterated_<size>     the RM's label budget and the PPO iterations split over rounds, each round labeling
+                          the current policy's samples; the same budget up front is the pipeline's ppo_<size>
+    """
+    plan = PLANS[cfg.preset]
+    sft, cmp, val = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/comparisons.jsonl", f"{out}/rm/val_comparisons.jsonl"
+    for beta in plan.dpo_betas:
+        name = f"dpo_b{beta}_{size}"
+        dc = parse_config(train_dpo.Config, common + [f"--sft={sft}", f"--comparisons={cmp}", f"--out_dir={out}/{name}",
+                                                      f"--val_comparisons={val}", f"--beta={beta}",
+                                                      f"--max_steps={plan.dpo_max_steps}"])
+        st.run(name, train_dpo.main, dc, [sft, cmp], f"{out}/{name}/ckpt.pt")
+    rm = st.log["rm"]
+    budget = rm["result"]["report"]["n_train_comparisons"]           # prompts the RM's labelers ranked
+    if cfg.ppo_iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
+        raise ValueError(f"iterated RLHF splits the {cfg.ppo_iterations} PPO iterations over {plan.rounds} rounds: "
+                         f"choose --ppo_iterations divisible by {plan.rounds}")
+    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, dtype and iterations)
+    shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
+              f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
+    for name, flags, inputs in (
+            (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
+                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={cfg.ppo_iterations}"],
+             [sft, cmp]),
+            (f"iterated_{size}", [f"--rounds={plan.rounds}", f"--prompts_per_round={budget // plan.rounds}",
+                                  f"--ppo_iterations={cfg.ppo_iterations // plan.rounds}"], [sft])):
+        ic = parse_config(iterated.Config, common + shared + flags + [f"--out_dir={out}/{name}"])
+        st.run(name, iterated.main, ic, inputs, f"{out}/{name}/ppo/ckpt.pt")
 
 
 if __name__ == "__main__":

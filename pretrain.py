@@ -14,7 +14,6 @@ out_dir/metrics.jsonl and out_dir/loss.png. Resume with --resume=true.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import signal
 import time
@@ -27,6 +26,8 @@ import torch.nn.functional as F
 from nanorlhf.checkpoint import (check_resume_config, file_sha256, load_checkpoint, save_checkpoint,
                                  seed_everything, set_rng_state)
 from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.device import resolve_device
+from nanorlhf.guard import NonFiniteGuard
 from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, split_docs
 from nanorlhf.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
 from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
@@ -106,14 +107,6 @@ class Config:
 RESUME_IGNORE = ("resume", "kill_at_step", "log_every", "device")
 
 
-def resolve_device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("--device=cuda asked for, but torch sees no GPU")
-    return name
-
-
 def corpus_path(cfg: Config) -> str:
     if cfg.corpus:
         return cfg.corpus
@@ -191,7 +184,7 @@ def main(cfg: Config) -> dict:
     peak = measure_matmul_peak(device)
     flops_tok = flops_per_token(mcfg, cfg.block_size)
     bar = Progress(cfg.max_steps, "pretrain", start_step=step)
-    losses, skipped, busy, tokens_since = [], 0, 0.0, 0
+    losses, busy, tokens_since, guard = [], 0.0, 0, NonFiniteGuard(max_consecutive=3)
     while step < cfg.max_steps:
         t0 = time.time()
         lr = cosine_lr(step, cfg.max_steps, cfg.lr, cfg.warmup, cfg.min_lr)
@@ -204,12 +197,8 @@ def main(cfg: Config) -> dict:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = clip_grad(model, cfg.grad_clip)
-        if not (math.isfinite(loss.item()) and math.isfinite(gnorm)):
-            skipped += 1  # reliability check 6: skip a non-finite step, stop after several
-            if skipped >= 3:
-                raise RuntimeError(f"non-finite loss/grad norm 3 steps running at step {step}")
-            continue
-        skipped = 0
+        if not guard.check(loss=loss, grad_norm=gnorm):
+            continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/guard.py)
         opt.step()
         step += 1
         losses.append(loss.item())

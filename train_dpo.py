@@ -39,8 +39,9 @@ from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import label_counts
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-from nanorlhf.reward import usable
-from pretrain import resolve_device
+from nanorlhf.rankings import usable
+from nanorlhf.device import resolve_device
+from nanorlhf.guard import NonFiniteGuard
 
 
 @dataclass
@@ -102,6 +103,7 @@ def main(cfg: Config) -> dict:
     opt = make_optimizer(policy, cfg.lr, weight_decay=0.0)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
     bar, g, step = Progress(steps, "dpo"), torch.Generator().manual_seed(cfg.seed), 0
+    guard = NonFiniteGuard(max_consecutive=3)
     policy.train()
     while step < steps:
         for idx in torch.randperm(len(cmp), generator=g).split(cfg.batch_prompts):
@@ -113,8 +115,8 @@ def main(cfg: Config) -> dict:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = clip_grad(policy, cfg.grad_clip)
-            if not (math.isfinite(loss.item()) and math.isfinite(gnorm)):
-                raise RuntimeError(f"non-finite DPO loss or gradient at step {step}")
+            if not guard.check(loss=loss, grad_norm=gnorm):
+                continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/guard.py)
             opt.step()
             step += 1
             # 4. log: the loss, and the implicit reward beta * log(pi / pi_ref) of chosen vs rejected

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
@@ -30,10 +30,12 @@ from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.optim import clip_grad, make_optimizer
+from nanorlhf.ppo import PPOConfig
 from nanorlhf.precision import autocast
-from nanorlhf.rollout import (PromptSampler, diagnose, make_experience, ppo_step_loss, ptx_batches, rollout,
-                              show_samples, value_from_rm)
-from pretrain import resolve_device
+from nanorlhf.device import resolve_device
+from nanorlhf.experience import (PromptSampler, diagnose, make_experience, minibatch_loss, ptx_batches, rollout,
+                                 show_samples, value_from_rm)
+from nanorlhf.guard import NonFiniteGuard
 
 
 @dataclass
@@ -48,38 +50,10 @@ class Config:
     """where checkpoints, metrics and plots go"""
     iterations: int = 60
     """PPO iterations (each: one batch of episodes)"""
-    batch_size: int = 64
-    """episodes per iteration (paper: 512)"""
-    minibatch_size: int = 32
-    """episodes per gradient step"""
-    ppo_epochs: int = 2
-    """passes over each batch of episodes"""
-    max_new_tokens: int = 48
-    """longest response"""
-    temperature: float = 1.0
-    """sampling temperature of the rollouts"""
-    lr: float = 1e-4
-    """learning rate of policy and value function"""
-    beta: float = 0.02
-    """KL penalty coefficient (paper: 0.02)"""
-    target_kl: float = 0.0
-    """if > 0, adapt beta towards this KL per episode (Ziegler et al. 2019)"""
-    kl_horizon: int = 10000
-    """adaptive KL controller horizon, in episodes"""
-    gamma: float = 1.0
-    """discount (paper: 1, no discount)"""
-    lam: float = 0.95
-    """GAE lambda"""
-    clip: float = 0.2
-    """PPO ratio clip (paper: 0.2), also the value clip"""
-    vf_coef: float = 0.5
-    """weight of the value loss"""
-    ptx_coef: float = 0.0
-    """gamma_ptx: weight of the pretraining loss mixed into each update (0 = plain PPO)"""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO's hyperparameters and implementation switches (nanorlhf/ppo.py PPOConfig): each field is a flag"""
     ptx_batch_size: int = 8
     """pretraining sequences per gradient step when ptx_coef > 0"""
-    grad_clip: float = 1.0
-    """global gradient-norm clip"""
     dtype: str = "float32"
     """float32, or bfloat16 autocast for scoring and update passes; rollouts stay float32 (nanorlhf/precision.py)"""
     save_every: int = 20
@@ -88,27 +62,8 @@ class Config:
     """decoded samples printed per log line"""
     log_every: int = 5
     """iterations between printed progress lines"""
-    # implementation details that can be switched off, one at a time (docs/details.md, ablate.py)
-    kl_in_reward: bool = True
-    """per-token KL penalty in the reward (paper); False puts beta * KL in the loss instead (GRPO-style)"""
-    kl_estimator: str = "k1"
-    """per-token KL estimate: k1 = log pi_RL - log pi_SFT (paper), or k3 = (q/p - 1) - log(q/p)"""
-    whiten_advantages: bool = True
-    """normalise advantages over the batch's response tokens"""
-    clip_value: bool = True
-    """clip the value update like the policy ratio (same clip)"""
-    reward_at_last_token: bool = True
-    """read the RM at each response's true last token; False reads the final column (a pad when shorter)"""
-    eos_penalty: float = 0.0
-    """subtracted from the RM score of responses cut off without <|endoftext|> (0 = off)"""
-    normalize_reward: bool = True
-    """subtract the RM bias that puts the labelers' demonstrations at 0 (paper §3.5)"""
-    value_init: str = "rm"
-    """value function starts from the RM (paper) or from the SFT trunk with a fresh head ("sft")"""
     dropout: float = 0.0
     """residual dropout of the policy during PPO (paper: off; SFT trained with 0.2)"""
-    logprob_temperature: float = 0.0
-    """temperature of the log-probs in KL and ratio; 0 = the sampling temperature (consistent)"""
     seed: int = 0
     """seed for prompt order and sampling"""
     device: str = "cpu"
@@ -126,6 +81,7 @@ class Config:
 
 def main(cfg: Config) -> dict:
     print_config(cfg)
+    hp = cfg.ppo
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     os.makedirs(cfg.out_dir, exist_ok=True)
@@ -134,25 +90,21 @@ def main(cfg: Config) -> dict:
     policy, tok, sft_ck = load_model(cfg.sft, device, dropout=cfg.dropout)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     rm, _, rm_ck = load_model(cfg.rm, device, kind="scalar", dropout=0.0)
-    rm_bias = rm_ck["extra"]["bias"] if cfg.normalize_reward else 0.0
-    if cfg.value_init == "rm":
+    rm_bias = rm_ck["extra"]["bias"] if hp.normalize_reward else 0.0
+    if hp.value_init == "rm":
         value = value_from_rm(rm, rm_bias).to(device)
-    elif cfg.value_init == "sft":  # ablation: a value head that knows nothing of the reward yet
+    else:  # ablation: a value head that knows nothing of the reward yet
         value = ScalarHeadModel.from_gpt(ref).to(device)
-    else:
-        raise ValueError(f"--value_init must be 'rm' or 'sft', got {cfg.value_init!r}")
-    if not cfg.kl_in_reward and cfg.kl_estimator == "k1":   # grad of mean(log pi - log pi_ref) is 1/n per token,
-        raise ValueError("--kl_in_reward=false needs --kl_estimator=k3: as a loss, k1's gradient does not depend "
-                         "on pi_ref and is zero in expectation, so it would not hold the policy near pi_SFT")
     for m in (ref, rm):
         m.requires_grad_(False).eval()
-    opt = make_optimizer(torch.nn.ModuleList([policy, value]), cfg.lr, weight_decay=0.0)
-    kl_ctl = (ppo.AdaptiveKLController(cfg.beta, cfg.target_kl, cfg.kl_horizon) if cfg.target_kl > 0
-              else ppo.FixedKLController(cfg.beta))
+    opt = make_optimizer(torch.nn.ModuleList([policy, value]), hp.lr, weight_decay=0.0)
+    kl_ctl = (ppo.AdaptiveKLController(hp.beta, hp.target_kl, hp.kl_horizon) if hp.target_kl > 0
+              else ppo.FixedKLController(hp.beta))
     prompts = PromptSampler(os.path.join(cfg.data_dir, "ppo_prompts.jsonl"), tok,
-                            policy.cfg.block_size - cfg.max_new_tokens, seed=cfg.seed)
-    ptx = ptx_batches(cfg, tok, policy.cfg.block_size) if cfg.ptx_coef > 0 else None
-    guard = ppo.NonFiniteGuard(max_consecutive=3)
+                            policy.cfg.block_size - hp.max_new_tokens, seed=cfg.seed)
+    ptx = (ptx_batches(cfg.data_dir, tok, policy.cfg.block_size, cfg.ptx_batch_size, cfg.seed)
+           if hp.ptx_coef > 0 else None)
+    guard = NonFiniteGuard(max_consecutive=3)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume)
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
     it = 0
@@ -179,12 +131,12 @@ def main(cfg: Config) -> dict:
     while it < cfg.iterations:
         t0 = time.time()
         # 1. rollout: prompts -> responses, with the KV cache
-        batch = prompts.next(cfg.batch_size)
-        ro = rollout(policy, tok, batch, cfg, gen)
+        batch = prompts.next(hp.batch_size)
+        ro = rollout(policy, tok, batch, hp, gen)
         t_gen = time.time() - t0
         # 2-4. score with the RM, per-token KL penalty, GAE (no gradients)
         with autocast(cfg.dtype, device):
-            exp = make_experience(policy, ref, rm, value, ro, rm_bias, kl_ctl.value, cfg)
+            exp = make_experience(policy, ref, rm, value, ro, rm_bias=rm_bias, beta=kl_ctl.value, hp=hp)
         t_score = time.time() - t0 - t_gen
         if not guard.check(score=exp["score"].mean(), kl=exp["kl"].sum()):
             print(f"iteration {it}: non-finite score or KL, skipped ({guard.skipped} so far)")
@@ -193,20 +145,20 @@ def main(cfg: Config) -> dict:
         # 5. PPO epochs over minibatches, plus the pretraining mix (PPO-ptx)
         stats = []
         B = ro.tokens.size(0)
-        for _ in range(cfg.ppo_epochs):
-            for idx in torch.randperm(B, generator=gen).split(cfg.minibatch_size):
+        for _ in range(hp.ppo_epochs):
+            for idx in torch.randperm(B, generator=gen).split(hp.minibatch_size):
                 with autocast(cfg.dtype, device):
-                    loss, s = ppo_step_loss(policy, value, exp, idx, cfg, ptx)
+                    loss, s = minibatch_loss(policy, value, exp, idx, hp, ptx)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                gnorm = clip_grad(torch.nn.ModuleList([policy, value]), cfg.grad_clip)
+                gnorm = clip_grad(torch.nn.ModuleList([policy, value]), hp.grad_clip)
                 if guard.check(loss=loss, grad_norm=gnorm):
                     opt.step()
                 stats.append(s)
         it += 1
         # FLOPs: rollout and 4 scoring passes (forward = 1/3 of training), PPO epochs, the ptx batches
         n_tok = ro.tokens.numel()
-        flops += n_tok * (fpt_p + 2 * fpt_p + 2 * fpt_v) / 3 + cfg.ppo_epochs * n_tok * (fpt_p + fpt_v)
+        flops += n_tok * (fpt_p + 2 * fpt_p + 2 * fpt_v) / 3 + hp.ppo_epochs * n_tok * (fpt_p + fpt_v)
         flops += (len(stats) * cfg.ptx_batch_size * policy.cfg.block_size * fpt_p) if ptx is not None else 0
         # 6. log: fixed names, samples, plain-words diagnostics
         m = {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}
@@ -216,7 +168,7 @@ def main(cfg: Config) -> dict:
                   "time/score_s": t_score, "time/update_s": time.time() - t0 - t_gen - t_score,
                   "time/tokens_per_s": ro.response_mask.sum().item() / (time.time() - t0)})
         log.write(it, **m)
-        for w in diagnose(m, cfg.max_new_tokens):
+        for w in diagnose(m, hp.max_new_tokens):
             print(f"WARNING iteration {it}: {w}")
         if it % cfg.log_every == 0 or it == cfg.iterations:
             print(bar.line(it, score=m["objective/score"], kl=m["objective/kl"], clipfrac=m["ppo/clipfrac"],
@@ -229,7 +181,7 @@ def main(cfg: Config) -> dict:
             save(os.path.join(cfg.out_dir, f"iter{it}.pt"))
     plot_curves(log.read(), ["objective/score", "objective/kl", "ppo/clipfrac", "ppo/approx_kl",
                              "val/explained_var", "response/length", "ptx/loss"],
-                os.path.join(cfg.out_dir, "curves.png"), title=f"PPO (ptx_coef={cfg.ptx_coef})")
+                os.path.join(cfg.out_dir, "curves.png"), title=f"PPO (ptx_coef={hp.ptx_coef})")
     print(f"done: {it} iterations, {guard.skipped} skipped steps -> {ckpt_path}")
     return {"metrics": log.read(), "ckpt": ckpt_path, "policy": policy, "value": value, "skipped": guard.skipped,
             "flops": flops}

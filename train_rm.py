@@ -25,20 +25,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
-from nanorlhf.comparisons import collect_comparisons, heldout_group_eval, labeler_agreement, load_comparisons
+from nanorlhf.comparisons import (CollectConfig, collect_comparisons, heldout_group_eval, labeler_agreement,
+                                  load_comparisons)
 from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.device import resolve_device
 from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import DEMO, read_jsonl
+from nanorlhf.judge import Judge
 from nanorlhf.metrics import MetricsLog
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.precision import autocast
-from nanorlhf.reward import demo_bias, expand_to_pairs, fit_reward_model, ranking_accuracy
-from pretrain import resolve_device
+from nanorlhf.rankings import comparisons_to_two_way
+from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
 
 
 @dataclass
@@ -59,20 +62,8 @@ class Config:
     """weight of one human comparison relative to one simulated comparison"""
     human_only: bool = False
     """train on the human comparisons alone (validation stays on the simulated labelers)"""
-    max_prompts: int = 0
-    """use at most this many RM prompts (0 = all): the label budget"""
-    val_prompts: int = 200
-    """validation prompts for held-out comparisons"""
-    k_min: int = 4
-    """fewest completions ranked per prompt (paper: 4)"""
-    k_max: int = 9
-    """most completions ranked per prompt (paper: 9)"""
-    max_new_tokens: int = 48
-    """longest sampled completion"""
-    temperature: float = 1.0
-    """sampling temperature for the completions"""
-    gen_batch: int = 64
-    """sequences generated at once"""
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    """how comparisons are collected (nanorlhf/comparisons.py CollectConfig): each field is a flag"""
     batch_prompts: int = 8
     """prompts (each with all its K completions) per gradient step"""
     kway_batch: bool = True
@@ -107,12 +98,11 @@ def main(cfg: Config) -> dict:
     sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
 
     # 1-2. sample K completions per prompt and have one training labeler rank them
+    judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
+    train_cmp, val_cmp = collect_comparisons(sft, tok, judge, cfg.data_dir, cfg.out_dir, cfg.collect, cfg.seed, device,
+                                             only_val=bool(cfg.comparisons))
     if cfg.comparisons:
-        train_cmp, val_cmp = load_comparisons(cfg.comparisons), None
-    else:
-        train_cmp, val_cmp = collect_comparisons(sft, tok, cfg, device)
-    if val_cmp is None:
-        _, val_cmp = collect_comparisons(sft, tok, cfg, device, only_val=True)
+        train_cmp = load_comparisons(cfg.comparisons)
     if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
         from nanorlhf.labelapp.events import human_comparisons
         human = [dict(c, weight=cfg.human_weight) for c in human_comparisons(cfg.human_labels.split(","))]
@@ -125,7 +115,7 @@ def main(cfg: Config) -> dict:
     # 3. the RM: SFT trunk + scalar head, one epoch, each prompt's K-way ranking one batch element
     fit_cmp = train_cmp  # what the optimiser sees; train_cmp stays one row per ranked prompt (the label count)
     if not cfg.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
-        fit_cmp = expand_to_pairs(train_cmp)
+        fit_cmp = comparisons_to_two_way(train_cmp)
         print(f"kway_batch=false: {len(fit_cmp)} pairs shuffled as separate comparisons")
     rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
@@ -145,7 +135,9 @@ def main(cfg: Config) -> dict:
               f"(labelers agree with each other on {report['labeler_agreement']:.3f} of the same pairs; "
               f"ratio {report['val_accuracy'] / report['labeler_agreement']:.2f})")
         if cfg.heldout_folds > 0 and not cfg.comparisons:
-            report["heldout"] = heldout_group_eval(sft, tok, train_cmp, val_cmp, cfg, device)
+            report["heldout"] = heldout_group_eval(sft, tok, judge, train_cmp, val_cmp, cfg.heldout_folds, lr=cfg.lr,
+                                                   epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
+                                                   seed=cfg.seed, device=device)
     extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")

@@ -34,7 +34,8 @@ from nanorlhf.model import flops_per_token
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.precision import autocast
 from nanorlhf.sft import collate, sft_loss
-from pretrain import resolve_device
+from nanorlhf.device import resolve_device
+from nanorlhf.guard import NonFiniteGuard
 
 
 @dataclass
@@ -114,7 +115,7 @@ def rm_scores_by_epoch(model, tok, cfg: Config, device: str) -> dict[int, float]
     """Mean RM score of each epoch's samples on validation prompts (paper §3.5: how SFT is chosen)."""
     from nanorlhf.evals.preference import fitting, sample_responses
     from nanorlhf.jsonl import PROMPT
-    from nanorlhf.reward import rm_scores
+    from nanorlhf.reward import score_texts
     rm, _, rm_ck = load_model(cfg.select_by_rm, device, kind="scalar")
     rows = read_jsonl(os.path.join(cfg.data_dir, "val_prompts.jsonl"), PROMPT)
     rows = fitting(rows, tok, model.cfg.block_size, 48)[:cfg.select_prompts]
@@ -123,7 +124,7 @@ def rm_scores_by_epoch(model, tok, cfg: Config, device: str) -> dict[int, float]
         model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{e}.pt"), weights_only=True))
         model.eval()
         texts = sample_responses(model, tok, rows, 48, seed=cfg.seed)
-        scores[e] = sum(rm_scores(rm, tok, r["prompt"], [t], device, rm_ck["extra"]["bias"]).item()
+        scores[e] = sum(score_texts(rm, tok, [r["prompt"]], [t], device, rm_ck["extra"]["bias"]).item()
                         for r, t in zip(rows, texts)) / len(rows)
     return scores
 
@@ -157,7 +158,7 @@ def main(cfg: Config) -> dict:
 
     # 2. epochs of next-token loss on response tokens, cosine decay
     bar = Progress(max_steps, "sft", start_step=step)
-    tokens = 0
+    tokens, guard = 0, NonFiniteGuard(max_consecutive=3)
     val_losses = [val_loss(model, val, cfg, tok.pad_id, device)] if epoch == 0 else []
     if val_losses:
         log.write(0, **{"val/loss": val_losses[0]})
@@ -174,8 +175,8 @@ def main(cfg: Config) -> dict:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = clip_grad(model, cfg.grad_clip)
-            if not (math.isfinite(loss.item()) and math.isfinite(gnorm)):
-                raise RuntimeError(f"non-finite SFT loss or gradient at step {step}")
+            if not guard.check(loss=loss, grad_norm=gnorm):
+                continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/guard.py)
             opt.step()
             step += 1
             tokens += x.numel()

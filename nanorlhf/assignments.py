@@ -81,7 +81,7 @@ REGISTRY: tuple[Assignment, ...] = (
     Assignment(
         "rm_loss", "nanorlhf/reward.py", "rm_ranking_loss",
         "rm_ranking_loss(rewards, ranks)",
-        "ranking_to_pairs(ranks) lists the untied (winner, loser) pairs; loss = mean over them of "
+        "ranks_to_pairs(ranks) lists the untied (winner, loser) pairs; loss = mean over them of "
         "-logsigmoid(r_w - r_l); ValueError('... no untied pair ...') when there is none",
         _tests("test_reward", "test_equal_rewards_give_log2", "test_k_way_loss_is_mean_of_pairwise_losses",
                "test_tied_pairs_are_dropped", "test_all_tied_raises", "test_gradient_sign")),

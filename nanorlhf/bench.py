@@ -154,30 +154,26 @@ def main(bench: BenchConfig):
                 **{f"ppo_{k}": v for k, v in ppo.items()})
 
 
-
-
 def bench_ppo(cfg: GPTConfig, batch: int = 64, prompt_len: int = 32, new_tokens: int = 48, device="cpu") -> dict:
     """Episodes/s of one PPO iteration (policy, reference, RM and value all of size cfg): rollout with the
     KV cache, scoring (4 forward passes), GAE, one PPO epoch over one minibatch of the whole batch."""
-    from types import SimpleNamespace
+    from nanorlhf.experience import make_experience, minibatch_loss
     from nanorlhf.model import ScalarHeadModel
-    from nanorlhf.rollout import make_experience, ppo_step_loss
+    from nanorlhf.ppo import PPOConfig
     torch.manual_seed(0)
     policy, ref = GPT(cfg).to(device), GPT(cfg).to(device)
     rm, value = ScalarHeadModel(cfg).to(device).eval(), ScalarHeadModel(cfg).to(device)
     opt = make_optimizer(torch.nn.ModuleList([policy, value]), lr=1e-5)
-    pcfg = SimpleNamespace(temperature=1.0, gamma=1.0, lam=0.95, clip=0.2, vf_coef=0.5, logprob_temperature=0.0,
-                           reward_at_last_token=True, eos_penalty=0.0, kl_in_reward=True, kl_estimator="k1",
-                           whiten_advantages=True, clip_value=True)
+    hp = PPOConfig()
     prompts = torch.randint(cfg.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(0)).tolist()
     times = {"generate": 0.0, "score": 0.0, "update": 0.0}
     for it in range(3):  # the first iteration warms up; the last two are timed
         t0 = time.perf_counter()
         ro = generate(policy, prompts, new_tokens, generator=torch.Generator().manual_seed(it))
         t1 = time.perf_counter()
-        exp = make_experience(policy, ref, rm, value, ro, 0.0, 0.02, pcfg)
+        exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=hp.beta, hp=hp)
         t2 = time.perf_counter()
-        loss, _ = ppo_step_loss(policy, value, exp, torch.arange(batch), pcfg, None)
+        loss, _ = minibatch_loss(policy, value, exp, torch.arange(batch), hp, None)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

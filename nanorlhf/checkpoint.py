@@ -10,7 +10,7 @@ A checkpoint is a plain dict of tensors and Python primitives:
     extra       anything else small (metrics, parent checkpoint hashes, ...)
 
 Loading uses `torch.load(weights_only=True)` only: a file whose pickle would
-run code is refused (reliability check 1). Writing goes through a temp file in
+run code is refused. Writing goes through a temp file in
 the same folder, fsync and os.replace (check 2).
 
 Example:
@@ -75,7 +75,16 @@ def set_rng_state(s: dict) -> None:
 def save_checkpoint(path, *, model: dict, config: dict, step: int = 0, optim: dict | None = None,
                     data_pos: dict | None = None, extra: dict | None = None,
                     with_rng: bool = True) -> None:
-    """Write atomically: temp file in the same folder, flush, fsync, os.replace."""
+    """Write atomically: temp file in the same folder, flush, fsync, os.replace.
+
+    A model (or a state dict in extra, such as PPO's value function) with a NaN or infinite
+    weight is refused with CheckpointError: a diverged run leaves no model behind.
+    """
+    for name, state in [("model", model)] + [(k, v) for k, v in (extra or {}).items() if isinstance(v, dict)]:
+        bad = [k for k, t in state.items() if isinstance(t, torch.Tensor) and t.is_floating_point()
+               and not bool(torch.isfinite(t).all())]
+        if bad:
+            raise CheckpointError(f"refusing to save {path}: {name} has non-finite weights in {', '.join(bad[:3])}")
     ck = {"model": model, "config": config, "config_hash": config_hash(config), "step": step,
           "data_pos": data_pos or {}, "extra": extra or {}}
     if optim is not None:

@@ -9,14 +9,18 @@ tells them apart:
 
 `ranking` lists groups of completion indices, best first; a group of two or more is a tie.
 
+How many prompts, how many completions each and how they are sampled is CollectConfig;
+train_rm.py's Config contains it, so each of its fields is a flag of that script.
+
 Example:
-    train_cmp, val_cmp = collect_comparisons(sft, tok, cfg, "cpu")
-    write_jsonl("comparisons.jsonl", train_cmp, COMPARISON)
+    judge = Judge("data/small", labeler_seed=0)
+    train_cmp, val_cmp = collect_comparisons(sft, tok, judge, "data/small", "out/small/rm", CollectConfig(), 0, "cpu")
 """
 from __future__ import annotations
 
 import os
 import random
+from dataclasses import dataclass
 
 import torch
 
@@ -24,22 +28,42 @@ from nanorlhf.chat import chat_prompt
 from nanorlhf.generate import generate, response_texts
 from nanorlhf.jsonl import COMPARISON, PROMPT, read_jsonl, write_jsonl
 from nanorlhf.judge import Judge
-from nanorlhf.labelers import pair_agreement
+from nanorlhf.rankings import pair_agreement
 from nanorlhf.metrics import Progress
 
 
-def sample_completions(policy, tok, prompts: list[str], ks: list[int], cfg, device, seed: int) -> list[list[str]]:
-    """K_i completions for prompt i from the policy, batched through the KV-cache engine."""
+@dataclass(frozen=True)
+class CollectConfig:
+    """What the labelers are shown: K = k_min..k_max samples of the SFT model for each RM prompt (paper §3.4)."""
+    max_prompts: int = 0
+    """use at most this many RM prompts (0 = all): the label budget"""
+    val_prompts: int = 200
+    """validation prompts for held-out comparisons"""
+    k_min: int = 4
+    """fewest completions ranked per prompt (paper: 4)"""
+    k_max: int = 9
+    """most completions ranked per prompt (paper: 9)"""
+    max_new_tokens: int = 48
+    """longest sampled completion"""
+    temperature: float = 1.0
+    """sampling temperature for the completions"""
+    gen_batch: int = 64
+    """sequences generated at once"""
+
+
+def sample_completions(policy, tok, prompts: list[str], ks: list[int], *, max_new_tokens: int, temperature: float,
+                       batch: int, device, seed: int) -> list[list[str]]:
+    """K_i completions for prompt i from the policy, `batch` sequences at a time through the KV-cache engine."""
     flat = [(i, p) for i, (p, k) in enumerate(zip(prompts, ks)) for _ in range(k)]
     out: list[list[str]] = [[] for _ in prompts]
     gen = torch.Generator().manual_seed(seed)
     bar = Progress(len(flat), "sample")
-    for s in range(0, len(flat), cfg.gen_batch):
-        if s and (s // cfg.gen_batch) % 20 == 0:
+    for s in range(0, len(flat), batch):
+        if s and (s // batch) % 20 == 0:
             print(bar.line(s))
-        chunk = flat[s:s + cfg.gen_batch]
-        ro = generate(policy, [chat_prompt(tok, p) for _, p in chunk], cfg.max_new_tokens,
-                      temperature=cfg.temperature, stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
+        chunk = flat[s:s + batch]
+        ro = generate(policy, [chat_prompt(tok, p) for _, p in chunk], max_new_tokens,
+                      temperature=temperature, stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
         for (i, _), text in zip(chunk, response_texts(ro, tok)):
             out[i].append(text)
     return out
@@ -63,28 +87,32 @@ def label(judge: Judge, rows: list[dict], completions: list[list[str]], labelers
     return out
 
 
-def collect_comparisons(sft, tok, cfg, device, only_val: bool = False):
-    """Sample and rank the RM training prompts (unless only_val) and the validation prompts.
+def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp: CollectConfig, seed: int, device,
+                        only_val: bool = False):
+    """Sample and rank the RM training prompts (unless only_val) and the validation prompts; write both to out_dir.
 
     Validation comparisons also carry `second_ranking` by a different labeler, for the
     agreement ceiling, and `group_rankings` (one per labeler group) for the held-out-labeler test.
     """
-    judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
-    rng = random.Random(f"rm-{cfg.seed}")
+    rng = random.Random(f"rm-{seed}")
     block = sft.cfg.block_size
+
+    def sample(rows, seed_, what):
+        ks = [rng.randint(hp.k_min, hp.k_max) for _ in rows]
+        print(f"sampling {sum(ks)} completions for {len(rows)} {what} (K = {hp.k_min}..{hp.k_max})")
+        return sample_completions(sft, tok, [r["prompt"] for r in rows], ks, max_new_tokens=hp.max_new_tokens,
+                                      temperature=hp.temperature, batch=hp.gen_batch, device=device, seed=seed_)
+
     train_cmp = None
     if not only_val:
-        rows = fitting_prompts(os.path.join(cfg.data_dir, "rm_prompts.jsonl"), tok, block, cfg.max_new_tokens,
-                               cfg.max_prompts)
-        ks = [rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
-        print(f"sampling {sum(ks)} completions for {len(rows)} RM prompts (K = {cfg.k_min}..{cfg.k_max})")
-        comps = sample_completions(sft, tok, [r["prompt"] for r in rows], ks, cfg, device, cfg.seed)
+        rows = fitting_prompts(os.path.join(data_dir, "rm_prompts.jsonl"), tok, block, hp.max_new_tokens,
+                               hp.max_prompts)
+        comps = sample(rows, seed, "RM prompts")
         train_cmp = label(judge, rows, comps, judge.pool.train, rng, "rm")
-        write_jsonl(os.path.join(cfg.out_dir, "comparisons.jsonl"), train_cmp, COMPARISON)
-    rows = fitting_prompts(os.path.join(cfg.data_dir, "val_prompts.jsonl"), tok, block, cfg.max_new_tokens,
-                           cfg.val_prompts)
-    ks = [rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
-    comps = sample_completions(sft, tok, [r["prompt"] for r in rows], ks, cfg, device, cfg.seed + 1)
+        write_jsonl(os.path.join(out_dir, "comparisons.jsonl"), train_cmp, COMPARISON)
+    rows = fitting_prompts(os.path.join(data_dir, "val_prompts.jsonl"), tok, block, hp.max_new_tokens,
+                           hp.val_prompts)
+    comps = sample(rows, seed + 1, "validation prompts")
     val_cmp = label(judge, rows, comps, judge.pool.train, rng, "val")
     groups = judge.pool.groups(5)
     for c, row in zip(val_cmp, rows):
@@ -92,7 +120,7 @@ def collect_comparisons(sft, tok, cfg, device, only_val: bool = False):
         others = [l for l in judge.pool.train if l.id != c["labeler"]]
         c["second_ranking"] = rng.choice(others).rank(feats, rng, c["completions"])
         c["group_rankings"] = [rng.choice(g).rank(feats, rng, c["completions"]) for g in groups]
-    write_jsonl(os.path.join(cfg.out_dir, "val_comparisons.jsonl"), val_cmp, COMPARISON)
+    write_jsonl(os.path.join(out_dir, "val_comparisons.jsonl"), val_cmp, COMPARISON)
     return train_cmp, val_cmp
 
 
@@ -107,27 +135,27 @@ def labeler_agreement(val_cmp: list[dict]) -> float:
     return sum(vals) / max(len(vals), 1)
 
 
-def heldout_group_eval(sft, tok, train_cmp: list[dict], val_cmp: list[dict], cfg, device) -> dict:
+def heldout_group_eval(sft, tok, judge: Judge, train_cmp: list[dict], val_cmp: list[dict], folds: int, *,
+                       lr: float, epochs: int, batch_prompts: int, seed: int, device) -> dict:
     """The held-out-labeler test (paper §4.1: 69.6% vs 72.4%).
 
-    Training labelers are split into 5 groups; an RM trained on the comparisons of 4
-    groups predicts the 5th group's rankings of the validation completions ("held-out")
-    and the 4 groups' own rankings of them ("own"). Folds: cfg.heldout_folds.
+    Training labelers are split into 5 groups; an RM trained (lr, epochs, batch_prompts, seed: the RM's own
+    recipe) on the comparisons of 4 groups predicts the 5th group's rankings of the validation completions
+    ("held-out") and the 4 groups' own rankings of them ("own"), for `folds` of the 5 groups in turn.
     """
     from nanorlhf.model import ScalarHeadModel
     from nanorlhf.reward import fit_reward_model, ranking_accuracy
-    judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     groups = [{l.id for l in g} for g in judge.pool.groups(5)]
     held, own = [], []
-    for g in range(cfg.heldout_folds):
+    for g in range(folds):
         subset = [c for c in train_cmp if c["labeler"] not in groups[g]]
         rm = ScalarHeadModel.from_gpt(sft).to(device)
-        print(f"held-out-labeler fold {g + 1}/{cfg.heldout_folds}: training on {len(subset)} comparisons")
-        fit_reward_model(rm, tok, subset, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
-                         seed=cfg.seed, device=device, progress=False)
+        print(f"held-out-labeler fold {g + 1}/{folds}: training on {len(subset)} comparisons")
+        fit_reward_model(rm, tok, subset, lr=lr, epochs=epochs, batch_prompts=batch_prompts, seed=seed,
+                         device=device, progress=False)
         held.append(ranking_accuracy(rm, tok, [dict(c, r=c["group_rankings"][g]) for c in val_cmp], device, "r"))
         own.append(sum(ranking_accuracy(rm, tok, [dict(c, r=c["group_rankings"][o]) for c in val_cmp], device, "r")
                        for o in range(5) if o != g) / 4)
         print(f"  accuracy on the held-out group {held[-1]:.3f}, on the training groups {own[-1]:.3f}")
     return {"heldout_group_accuracy": sum(held) / len(held), "own_groups_accuracy": sum(own) / len(own),
-            "folds": cfg.heldout_folds}
+            "folds": folds}

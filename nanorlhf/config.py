@@ -12,6 +12,11 @@ Example:
         PRESETS: ClassVar[dict] = {"tiny": {"lr": 3e-3}}
 
     cfg = parse_config(Config, ["--preset=tiny", "--lr=0.01"])  # lr = 0.01
+
+A script's Config may contain a library's hyperparameter dataclass as a field
+(`ppo: PPOConfig = field(default_factory=PPOConfig)`): its fields are flags of
+their own (`--beta=0.1`, not `--ppo.beta`), their help is the library's, and
+config_dict flattens them, so a script's flags and saved configs read as one flat list.
 """
 from __future__ import annotations
 
@@ -48,8 +53,8 @@ def field_docs(cls) -> dict[str, str]:
 
 
 def _field_type(cls, name: str):
-    hints = typing.get_type_hints(cls)
-    t = hints[name]
+    owner = flat_fields(cls).get(name, (cls, None))[0]
+    t = typing.get_type_hints(owner)[name]
     args = typing.get_args(t)
     if typing.get_origin(t) in (typing.Union, types.UnionType) and type(None) in args:
         inner = [a for a in args if a is not type(None)]
@@ -81,13 +86,42 @@ def convert(cls, name: str, raw):
         raise ConfigError(f"--{name}={raw}: expected {t.__name__}") from None
 
 
-def usage(cls) -> str:
-    docs = field_docs(cls)
-    lines = [f"flags for {cls.__name__} (--name=value):"]
+def _nested(cls, f) -> type | None:
+    """The dataclass type of field f when it holds a library's hyperparameters, else None."""
+    t = typing.get_type_hints(cls)[f.name]
+    return t if dataclasses.is_dataclass(t) else None
+
+
+def flat_fields(cls) -> dict[str, tuple[type, str | None]]:
+    """Every flag of cls: name -> (the dataclass declaring it, the nested field holding it or None)."""
+    out: dict[str, tuple[type, str | None]] = {}
     for f in dataclasses.fields(cls):
-        t, optional = _field_type(cls, f.name)
+        sub = _nested(cls, f)
+        for name, owner in ([(g.name, sub) for g in dataclasses.fields(sub)] if sub else [(f.name, cls)]):
+            if name in out:
+                raise ConfigError(f"{cls.__name__}: flag --{name} is declared twice")
+            out[name] = (owner, f.name if sub else None)
+    return out
+
+
+def _default_of(f):
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def _default(cls, name):
+    """The default of flag `name`: a nested field's comes from its container's default instance."""
+    owner, holder = flat_fields(cls)[name]
+    if holder is None:
+        return _default_of(next(f for f in dataclasses.fields(cls) if f.name == name))
+    return getattr(_default_of(next(f for f in dataclasses.fields(cls) if f.name == holder)), name)
+
+
+def usage(cls) -> str:
+    lines = [f"flags for {cls.__name__} (--name=value):"]
+    for name, (owner, _) in flat_fields(cls).items():
+        t, optional = _field_type(cls, name)
         tname = t.__name__ + (" | None" if optional else "")
-        lines.append(f"  --{f.name}={f.default!r} ({tname})  {docs.get(f.name, '')}")
+        lines.append(f"  --{name}={_default(cls, name)!r} ({tname})  {field_docs(owner).get(name, '')}")
     presets = getattr(cls, "PRESETS", {})
     if presets:
         lines.append(f"  --preset=NAME  one of: {', '.join(presets)}")
@@ -104,7 +138,8 @@ def parse_config(cls, argv: list[str] | None = None):
     if any(a in ("-h", "--help") for a in argv):
         print(usage(cls))
         raise SystemExit(0)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = flat_fields(cls)
+    names = list(fields)
     flags: dict[str, str] = {}
     for arg in argv:
         if not arg.startswith("--") or "=" not in arg:
@@ -123,11 +158,31 @@ def parse_config(cls, argv: list[str] | None = None):
         if "preset" in names:
             values["preset"] = p
     values.update({k: convert(cls, k, v) for k, v in flags.items()})
-    return cls(**values)
+    return build(cls, values)
+
+
+def build(cls, values: dict):
+    """cls from flat field values: those of a nested hyperparameter dataclass go into it."""
+    fields = flat_fields(cls)
+    top = {k: v for k, v in values.items() if fields[k][1] is None}
+    for f in dataclasses.fields(cls):
+        if _nested(cls, f):
+            inner = {k: v for k, v in values.items() if fields[k][1] == f.name}
+            top[f.name] = dataclasses.replace(_default_of(f), **inner)
+    return cls(**top)
 
 
 def config_dict(cfg) -> dict:
-    return dataclasses.asdict(cfg)
+    """The config as one flat dict (nested hyperparameter dataclasses flattened), as saved in checkpoints."""
+    nested, out = dataclasses.asdict(cfg), {}
+    for k, v in nested.items():
+        out.update(v if dataclasses.is_dataclass(getattr(cfg, k)) else {k: v})
+    return out
+
+
+def default_dict(cls) -> dict:
+    """Every flag's default, flat: what config_dict(cls()) would give without building one."""
+    return {name: _default(cls, name) for name in flat_fields(cls)}
 
 
 def config_hash(d: dict, ignore: tuple[str, ...] = ()) -> str:

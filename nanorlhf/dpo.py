@@ -8,7 +8,7 @@ Bradley-Terry loss the RM minimises (InstructGPT eq. 1) becomes, per pair,
     loss = -log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))])
 
 (DPO eq. 7), with log pi(y|x) the SUM of the response tokens' log-probs
-(the response mask of reward.encode_completions: completion + <|endoftext|>).
+(the response mask of reward.encode_texts: completion + <|endoftext|>).
 
 K-way rankings: like the RM, each prompt's K completions are ONE batch element
 and every untied pair (w, l) contributes one term; the terms are averaged per
@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from nanorlhf.ppo import masked_sum, token_logprobs
-from nanorlhf.reward import encode_completions, ranking_to_pairs, ranking_to_ranks
+from nanorlhf.rankings import ranking_to_ranks, ranks_to_pairs
+from nanorlhf.reward import encode_texts
 
 
 def response_logprob_sum(model, tokens, attention_mask, response_mask):
@@ -66,7 +67,7 @@ def dpo_ranking_loss(policy_logps, ref_logps, ranks, beta: float):
     Equals reward.rm_ranking_loss on the implicit rewards (tested): DPO is the RM's loss
     with the reward model replaced by beta * log(pi / pi_ref).
     """
-    pairs = ranking_to_pairs(ranks)
+    pairs = ranks_to_pairs(ranks)
     if not pairs:
         raise ValueError(f"ranking {list(map(int, ranks))} has no untied pair to learn from")
     w, l = torch.tensor(pairs, device=policy_logps.device).unbind(dim=1)   # (P,) each
@@ -80,8 +81,8 @@ def comparison_loss(policy, ref, tok, comparisons: list[dict], beta: float, devi
         raise ValueError("no comparisons with an untied pair to compute the DPO loss on")
     losses, stats = [], []
     for c in comparisons:
-        t, a, r = (x.to(device) for x in encode_completions(tok, c["prompt"], c["completions"],
-                                                              policy.cfg.block_size))
+        prompts = [c["prompt"]] * len(c["completions"])
+        t, a, r = (x.to(device) for x in encode_texts(tok, prompts, c["completions"], policy.cfg.block_size))
         lp = response_logprob_sum(policy, t, a, r)                              # (K,)
         with torch.no_grad():
             ref_lp = response_logprob_sum(ref, t, a, r)                         # (K,)

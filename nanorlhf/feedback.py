@@ -20,7 +20,7 @@ opener of about the same length at the same place (an insult from the world's
 lexicon), so the pair differs in harmlessness only, not in length: an LM that
 just prefers the shorter answer scores 50% on them, not 100%. The feedback
 model's labels then join the simulated humans' helpfulness rankings in a hybrid
-preference model (train_iterated.py --ai_pairs_per_round > 0).
+preference model (experiments/iterated.py --ai_pairs_per_round > 0).
 
 Expect little at toy scale: CAI reports this ability growing with model size;
 our ~1M-parameter LMs never saw a multiple-choice question, and `agreement`

@@ -1,4 +1,4 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one (reliability.md check 2).
+"""Atomic file writes: a reader sees the old file or the new one, never half of one.
 
 Temp file in the same folder, flush, fsync, os.replace, then fsync the folder so the
 rename itself is durable. Used by checkpoints, JSONL data files and exports.

@@ -4,7 +4,7 @@ Every data file in nanorlhf (corpus, prompts, demonstrations, comparisons) is
 JSON Lines: one JSON object per line, UTF-8. A clear error beats a silent bad
 batch, so `read_jsonl` checks every line against a small declarative schema
 (nanorlhf/schemas.py) and stops at the first problem, naming `file:line`, the
-field and what is wrong (reliability.md check 5). Writers never leave half a
+field and what is wrong. Writers never leave half a
 file and never write NaN.
 
 Example:

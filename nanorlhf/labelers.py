@@ -27,6 +27,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from nanorlhf.rankings import pair_agreement, scores_to_ranking
+
 # Base weights over the gold features (world/scorers.py FEATURES). Training-time
 # instructions: helpfulness first. Evaluation-time: truthfulness and harmlessness first.
 BASE_WEIGHTS = {
@@ -115,7 +117,7 @@ class LabelerPool:
             agree = []
             for feats in items:
                 gold = [researcher.utility(f) for f in feats]
-                a = pair_agreement(lab.rank(feats, rng), ranks_from_scores(gold))
+                a = pair_agreement(lab.rank(feats, rng), scores_to_ranking(gold))
                 if not math.isnan(a):  # an item whose researcher ranking is all ties says nothing
                     agree.append(a)
             self.screening[lab.id] = sum(agree) / len(agree)
@@ -131,38 +133,7 @@ class LabelerPool:
 
 
 # -----------------------------------------------------------------------------
-# agreement between rankings
-
-
-def ranks_from_scores(scores: list[float]) -> list[list[int]]:
-    """Best-first groups from scores; equal scores tie."""
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and scores[groups[-1][0]] == scores[i]:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
-def _position(ranking: list[list[int]]) -> dict[int, int]:
-    return {i: r for r, g in enumerate(ranking) for i in g}
-
-
-def pair_agreement(a: list[list[int]], b: list[list[int]]) -> float:
-    """Fraction of pairs untied in both rankings that the two order the same way (nan if none)."""
-    pa, pb = _position(a), _position(b)
-    idx = sorted(pa)
-    same = total = 0
-    for x in range(len(idx)):
-        for y in range(x + 1, len(idx)):
-            i, j = idx[x], idx[y]
-            da, db = pa[i] - pa[j], pb[i] - pb[j]
-            if da and db:
-                total += 1
-                same += (da > 0) == (db > 0)
-    return same / total if total else float("nan")
+# agreement between labelers (rankings and their agreement: nanorlhf/rankings.py)
 
 
 def mean_pairwise_agreement(labelers: list[Labeler], items: list[list[dict]], seed: int = 0,

@@ -4,12 +4,12 @@
     python -m nanorlhf.lineage --run_dir=out/small       # measures an existing run folder's frontier again
 
 Beside the pipeline's RM (all best-of-n needs), PPO and PPO-ptx (`out/<run>/rm`, `ppo_<size>`, `ppo_ptx_<size>`),
-`train_lineage` trains, from the largest SFT model:
+pipeline.py's `train_lineage` trains, by the Plan below, from the largest SFT model:
 
   dpo_b<beta>_<size>  DPO (train_dpo.py) on the RM's own comparisons, one run per beta
-  rlaif_<size>        RLAIF (train_iterated.py, one round): the feedback model labels harmlessness pairs,
+  rlaif_<size>        RLAIF (experiments/iterated.py, one round): the feedback model labels harmlessness pairs,
                       a hybrid PM learns them with the RM's comparisons, PPO against it
-  iterated_<size>     iterated online RLHF (train_iterated.py): the RM's label budget and the PPO
+  iterated_<size>     iterated online RLHF (experiments/iterated.py): the RM's label budget and the PPO
                       iterations split over rounds, each round labeling the current policy's samples;
                       the same budget spent up front is the pipeline's own ppo_<size>
 
@@ -57,44 +57,6 @@ PLANS = {"tiny": Plan(bon_ns=(2, 4), dpo_betas=(0.1, 1.0), dpo_max_steps=2, ai_p
                       max_new_tokens=16),
          "small": Plan(),
          "paper": Plan(bon_ns=(2, 4, 8, 16, 64, 256), rounds=4, n_prompts=1000)}
-
-
-def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
-    """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
-    pipeline's own (`st`: nanorlhf.stages.Stages; out/<run>/<stage>/stage.json):
-
-      dpo_b<beta>_<size>  DPO on the RM's comparisons (no RM, no sampling), one per beta
-      rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO
-      iterated_<size>     the RM's label budget and the PPO iterations split over rounds, each round labeling
-                          the current policy's samples; the same budget up front is the pipeline's ppo_<size>
-    """
-    import train_dpo
-    import train_iterated
-    from nanorlhf.config import parse_config
-    plan = PLANS[cfg.preset]
-    sft, cmp, val = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/comparisons.jsonl", f"{out}/rm/val_comparisons.jsonl"
-    for beta in plan.dpo_betas:
-        name = f"dpo_b{beta}_{size}"
-        dc = parse_config(train_dpo.Config, common + [f"--sft={sft}", f"--comparisons={cmp}", f"--out_dir={out}/{name}",
-                                                      f"--val_comparisons={val}", f"--beta={beta}",
-                                                      f"--max_steps={plan.dpo_max_steps}"])
-        st.run(name, train_dpo.main, dc, [sft, cmp], f"{out}/{name}/ckpt.pt")
-    rm = st.log["rm"]
-    budget = rm["result"]["report"]["n_train_comparisons"]           # prompts the RM's labelers ranked
-    if cfg.ppo_iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
-        raise ValueError(f"iterated RLHF splits the {cfg.ppo_iterations} PPO iterations over {plan.rounds} rounds: "
-                         f"choose --ppo_iterations divisible by {plan.rounds}")
-    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, dtype and iterations)
-    shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
-              f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
-    for name, flags, inputs in (
-            (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
-                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={cfg.ppo_iterations}"],
-             [sft, cmp]),
-            (f"iterated_{size}", [f"--rounds={plan.rounds}", f"--prompts_per_round={budget // plan.rounds}",
-                                  f"--ppo_iterations={cfg.ppo_iterations // plan.rounds}"], [sft])):
-        ic = parse_config(train_iterated.Config, common + shared + flags + [f"--out_dir={out}/{name}"])
-        st.run(name, train_iterated.main, ic, inputs, f"{out}/{name}/ppo/ckpt.pt")
 
 
 def _read_json(path: str) -> dict:

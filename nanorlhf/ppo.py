@@ -14,12 +14,86 @@ Column 0 has no predecessor, so it holds 0 (it is always a prompt token).
 and including the end token) and 0 on prompt and padding, whatever the
 padding side. Masked-out positions may hold anything, even NaN: they are
 selected away with torch.where, never multiplied by 0.
-"""
 
-import math
+PPOConfig holds the algorithm's hyperparameters; train_ppo.py's Config contains it,
+so each of its fields is a flag of that script (`--beta=0.1`).
+"""
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+# -----------------------------------------------------------------------------
+# hyperparameters
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO's knobs (InstructGPT §3.5 and Appendix C.4), the paper's path as every default but beta's scale."""
+    batch_size: int = 64
+    """episodes per iteration (paper: 512)"""
+    minibatch_size: int = 32
+    """episodes per gradient step"""
+    ppo_epochs: int = 2
+    """passes over each batch of episodes"""
+    lr: float = 1e-4
+    """learning rate of policy and value function"""
+    grad_clip: float = 1.0
+    """global gradient-norm clip"""
+    max_new_tokens: int = 48
+    """longest response"""
+    temperature: float = 1.0
+    """sampling temperature of the rollouts"""
+    beta: float = 0.02
+    """KL penalty coefficient (paper: 0.02)"""
+    target_kl: float = 0.0
+    """if > 0, adapt beta towards this KL per episode (Ziegler et al. 2019)"""
+    kl_horizon: int = 10000
+    """adaptive KL controller horizon, in episodes"""
+    gamma: float = 1.0
+    """discount (paper: 1, no discount)"""
+    lam: float = 0.95
+    """GAE lambda"""
+    clip: float = 0.2
+    """PPO ratio clip (paper: 0.2), also the value clip"""
+    vf_coef: float = 0.5
+    """weight of the value loss"""
+    ptx_coef: float = 0.0
+    """gamma_ptx: weight of the pretraining loss mixed into each update (0 = plain PPO)"""
+    # implementation details that can be switched off, one at a time (docs/details.md, experiments/ablate.py)
+    kl_in_reward: bool = True
+    """per-token KL penalty in the reward (paper); False puts beta * KL in the loss instead (GRPO-style)"""
+    kl_estimator: str = "k1"
+    """per-token KL estimate: k1 = log pi_RL - log pi_SFT (paper), or k3 = (q/p - 1) - log(q/p)"""
+    whiten_advantages: bool = True
+    """normalise advantages over the batch's response tokens"""
+    clip_value: bool = True
+    """clip the value update like the policy ratio (same clip)"""
+    reward_at_last_token: bool = True
+    """read the RM at each response's true last token; False reads the final column (a pad when shorter)"""
+    eos_penalty: float = 0.0
+    """subtracted from the RM score of responses cut off without <|endoftext|> (0 = off)"""
+    normalize_reward: bool = True
+    """subtract the RM bias that puts the labelers' demonstrations at 0 (paper §3.5)"""
+    value_init: str = "rm"
+    """value function starts from the RM (paper) or from the SFT trunk with a fresh head ("sft")"""
+    logprob_temperature: float = 0.0
+    """temperature of the log-probs in KL and ratio; 0 = the sampling temperature (consistent)"""
+
+    def __post_init__(self):
+        if self.value_init not in ("rm", "sft"):
+            raise ValueError(f"--value_init must be 'rm' or 'sft', got {self.value_init!r}")
+        if self.kl_estimator not in ("k1", "k3"):
+            raise ValueError(f"--kl_estimator must be 'k1' or 'k3', got {self.kl_estimator!r}")
+        if not self.kl_in_reward and self.kl_estimator == "k1":  # grad of mean(log pi - log pi_ref) is 1/n a token
+            raise ValueError("--kl_in_reward=false needs --kl_estimator=k3: as a loss, k1's gradient does not depend "
+                             "on pi_ref and is zero in expectation, so it would not hold the policy near pi_SFT")
+
+    @property
+    def scoring_temperature(self) -> float:
+        """The temperature of every log-prob in the KL and the ratio: the sampling one unless ablated."""
+        return self.logprob_temperature or self.temperature
+
 
 # -----------------------------------------------------------------------------
 # alignment helpers
@@ -269,49 +343,3 @@ class AdaptiveKLController:
         # e_t = clip(KL_t / KL_target - 1, -0.2, 0.2); beta <- beta * (1 + K_beta * e_t)
         error = min(max(current_kl / self.target - 1.0, -0.2), 0.2)
         self.value *= 1.0 + error * n_steps / self.horizon
-
-
-# -----------------------------------------------------------------------------
-# reliability check 6: non-finite values skip the step; several in a row stop the run
-
-
-class NonFiniteGuard:
-    """Call .check(loss=..., reward=..., grad_norm=...) once per step.
-
-    Returns True if every value is finite, else False (skip the step; counted
-    in .skipped). max_consecutive bad steps in a row raise RuntimeError naming
-    the quantities and steps.
-    """
-
-    def __init__(self, max_consecutive=3):
-        self.max_consecutive = max_consecutive
-        self.step = 0  # number of checks so far
-        self.skipped = 0
-        self.recent = []  # descriptions of the current run of bad steps
-
-    def check(self, **named_scalars):
-        step, self.step = self.step, self.step + 1
-        bad = [name for name, v in named_scalars.items() if not _all_finite(v)]
-        if not bad:
-            self.recent = []
-            return True
-        self.skipped += 1
-        self.recent.append(f"step {step}: " + ", ".join(f"{n}={_show(named_scalars[n])}" for n in bad))
-        if len(self.recent) >= self.max_consecutive:
-            raise RuntimeError(
-                f"{len(self.recent)} consecutive steps with non-finite values, stopping: "
-                + "; ".join(self.recent)
-            )
-        return False
-
-
-def _all_finite(v):
-    if isinstance(v, torch.Tensor):
-        return bool(torch.isfinite(v).all())
-    return math.isfinite(float(v))
-
-
-def _show(v):
-    if isinstance(v, torch.Tensor) and v.numel() == 1:
-        v = v.item()
-    return v if not isinstance(v, torch.Tensor) else "tensor with non-finite entries"

@@ -6,11 +6,10 @@ ratios for our stages (FLOPs counted by each script; forward passes at 1/3 of a
 training step's FLOPs per token).
 
 Example:
-    path = write_report("out/small", cfg, stage_log, sections, stage_flops(stage_log), seconds)
+    path = write_report("out/small", config_dict(cfg), "1m", stage_log, sections, stage_flops(stage_log), seconds)
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import platform
@@ -52,11 +51,12 @@ def rm_table(log: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(out: str, cfg, log: dict, sections: list, flops: dict, seconds: float) -> str:
-    big = cfg.sizes.split(",")[0].split(":")[0]
+def write_report(out: str, flags: dict, big: str, log: dict, sections: list, flops: dict, seconds: float) -> str:
+    """report.md and report.json in out/; flags: the pipeline's config (its header names the non-default ones),
+    big: the largest model size, whose stages the compute table sets beside the paper's."""
     md = [f"# nanorlhf report: `{out}`", "",
           f"`python pipeline.py " + " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
-                                          for k, v in dataclasses.asdict(cfg).items()
+                                          for k, v in flags.items()
                                           if k in ("preset", "seed", "labeler_seed") or v is True) + "`", "",
           f"This invocation took {seconds / 60:.1f} min; the stages' own wall-clocks (as each last ran, "
           f"reused ones included) add up to {sum(e.get('seconds', 0) for e in log.values()) / 60:.1f} min "

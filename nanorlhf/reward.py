@@ -1,9 +1,12 @@
 """Reward-model loss and helpers (InstructGPT §3.5, eq. 1). The model is ScalarHeadModel in model.py.
 
-A prompt comes with K completions and a ranking `ranks` (K,) of ints:
+A prompt comes with K completions and their `ranks` (K,) of ints (nanorlhf/rankings.py):
 lower = better, equal = tie. Example: ranks [0, 2, 1, 1] says completion 0 is
 best, 1 is worst, and 2 and 3 tie. Every untied pair (w, l) gives one term
 log sigmoid(r_w - r_l); the C(K, 2) pairs of one prompt form ONE batch element.
+
+Two ways in, one for each kind of input: `score_sequences` reads the RM on a token
+batch (PPO's rollouts), `score_texts` on (prompt, completion) texts (everything else).
 
 DEVIATION: the paper's rankings have no ties, so it divides by C(K, 2). We drop
 tied pairs (they say nothing about which is better) and divide by the number
@@ -13,26 +16,12 @@ of untied pairs; with no ties that number is C(K, 2) and the loss is the paper's
 import torch
 import torch.nn.functional as F
 
-
-def ranking_to_pairs(ranks):
-    """All untied pairs as (winner_idx, loser_idx), in order of (i, j) with i < j.
-
-    Example: ranking_to_pairs([0, 2, 1, 1]) == [(0, 1), (0, 2), (0, 3), (2, 1), (3, 1)]
-    """
-    ranks = [int(r) for r in ranks]
-    pairs = []
-    for i in range(len(ranks)):
-        for j in range(i + 1, len(ranks)):
-            if ranks[i] < ranks[j]:
-                pairs.append((i, j))
-            elif ranks[j] < ranks[i]:
-                pairs.append((j, i))
-    return pairs
+from nanorlhf.rankings import ranking_to_pairs, ranking_to_ranks, ranks_to_pairs, usable
 
 
 def _pair_margins(rewards, ranks):
     """r_w - r_l for every untied pair of one prompt.  # (n_pairs,)"""
-    pairs = ranking_to_pairs(ranks)
+    pairs = ranks_to_pairs(ranks)
     if not pairs:
         raise ValueError(f"ranking {list(map(int, ranks))} has no untied pair to learn from")
     winners, losers = torch.tensor(pairs, device=rewards.device).unbind(dim=1)  # (n_pairs,) each
@@ -80,25 +69,16 @@ def normalize_bias(reward_values_of_demonstrations):
     return torch.as_tensor(reward_values_of_demonstrations, dtype=torch.float64).mean().item()
 
 
-def ranking_to_ranks(ranking):
-    """A ranking as stored in comparisons.jsonl (groups of indices, best first) -> ranks (K,).
+def score_sequences(rm, tokens, attention_mask, response_mask, bias=0.0, at_last_token=True):
+    """r(x, y) for each row of a token batch: the scalar head read at the last response token, minus the bias.  # (B,)
 
-    Example: ranking_to_ranks([[2], [0, 3], [1]]) == [1, 2, 0, 1]   (2 best; 0 and 3 tie; 1 worst)
-    """
-    ranks = [0] * sum(len(g) for g in ranking)
-    for r, group in enumerate(ranking):
-        for i in group:
-            ranks[i] = r
-    return ranks
-
-
-def score_sequences(rm, tokens, attention_mask, response_mask, bias=0.0):
-    """r(x, y) for each row: the scalar head read at the last response token, minus the bias.  # (B,)
-
-    tokens, attention_mask, response_mask (B, T), left or right padded.
+    tokens, attention_mask, response_mask (B, T), left or right padded. at_last_token=False is the
+    ablation of a common bug: reading the final column, a pad for every shorter response.
     """
     from nanorlhf.ppo import last_token_index
     out = rm(tokens, attention_mask=attention_mask)                    # (B, T)
+    if not at_last_token:
+        return out[:, -1] - bias                                       # (B,)
     last = last_token_index(response_mask)                             # (B,)
     return out.gather(1, last[:, None]).squeeze(1) - bias              # (B,)
 
@@ -128,71 +108,59 @@ def encode_texts(tok, prompts: list[str], completions: list[str], block_size: in
     return tokens, attention_mask, response_mask
 
 
-def encode_completions(tok, prompt: str, completions: list[str], block_size: int):
-    """Right-padded (K, T) tokens, attention_mask, response_mask of the K completions of one prompt."""
-    return encode_texts(tok, [prompt] * len(completions), completions, block_size)
-
-
-def rm_scores(rm, tok, prompt: str, completions: list[str], device, bias: float = 0.0):
-    """Scores of the K completions of one prompt. # (K,)"""
-    t, a, r = (x.to(device) for x in encode_completions(tok, prompt, completions, rm.cfg.block_size))
-    return score_sequences(rm, t, a, r, bias)
-
-
-def comparison_scores(rm, tok, comparisons: list[dict], device, bias: float = 0.0) -> list[torch.Tensor]:
-    """The RM scores of every comparison's completions, in ONE forward pass: a list of (K_i,) tensors.
-
-    Batching changes only the speed: each row is right-padded and attends to its own tokens alone.
-    """
-    prompts = [c["prompt"] for c in comparisons for _ in c["completions"]]
-    texts = [x for c in comparisons for x in c["completions"]]
-    t, a, r = (x.to(device) for x in encode_texts(tok, prompts, texts, rm.cfg.block_size))
-    return list(score_sequences(rm, t, a, r, bias).split([len(c["completions"]) for c in comparisons]))
-
-
-@torch.no_grad()
 def score_texts(rm, tok, prompts: list[str], texts: list[str], device, bias: float = 0.0,
-                batch: int = 64) -> list[float]:
-    """r(x_i, y_i) for many (prompt, response) pairs, `batch` rows per forward pass (evaluation)."""
+                batch: int = 64) -> torch.Tensor:
+    """r(x_i, y_i) for (prompt, completion) pairs, `batch` rows per forward pass.  # (N,)
+
+    Differentiable (the RM fit calls it); wrap evaluation calls in torch.no_grad(). Batching
+    changes only the speed: each row is right-padded and attends to its own tokens alone.
+    """
     out = []
     for i in range(0, len(texts), batch):
         t, a, r = (x.to(device) for x in encode_texts(tok, prompts[i:i + batch], texts[i:i + batch],
                                                        rm.cfg.block_size))
-        out += score_sequences(rm, t, a, r, bias).tolist()
-    return out
+        out.append(score_sequences(rm, t, a, r, bias))
+    return torch.cat(out) if out else torch.zeros(0, device=device)
+
+
+def comparison_texts(comparisons: list[dict]) -> tuple[list[str], list[str], list[int]]:
+    """The (prompt, completion) rows of every comparison, flattened, and each comparison's K."""
+    prompts = [c["prompt"] for c in comparisons for _ in c["completions"]]
+    texts = [x for c in comparisons for x in c["completions"]]
+    return prompts, texts, [len(c["completions"]) for c in comparisons]
 
 
 # -----------------------------------------------------------------------------
 # one epoch of RM training
 
 
-def usable(comparisons: list[dict], key: str = "ranking") -> list[dict]:
-    """Comparisons with at least one untied pair (an all-tied ranking teaches nothing): what the RM and DPO train on."""
-    return [c for c in comparisons if ranking_to_pairs(ranking_to_ranks(c[key]))]
-
-
 def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int, batch_prompts: int,
                      seed: int, device, log=None, progress: bool = True) -> list[float]:
-    """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits)."""
+    """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits).
+
+    A non-finite step is skipped and counted; 3 in a row stop the fit (nanorlhf/guard.py).
+    """
+    from nanorlhf.guard import NonFiniteGuard
     from nanorlhf.metrics import Progress
     from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
     train = usable(comparisons)
     opt = make_optimizer(rm, lr, weight_decay=0.0)
     g = torch.Generator().manual_seed(seed)
     steps = epochs * ((len(train) + batch_prompts - 1) // batch_prompts)
-    bar, losses, step = Progress(steps, "rm"), [], 0
+    bar, losses, step, guard = Progress(steps, "rm"), [], 0, NonFiniteGuard(max_consecutive=3)
     rm.train()
     for _ in range(epochs):
         for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
             batch = [train[i] for i in idx.tolist()]
-            rewards = [rm_scores(rm, tok, c["prompt"], c["completions"], device) for c in batch]  # (K_i,) each
+            rewards = [score_texts(rm, tok, [c["prompt"]] * len(c["completions"]), c["completions"], device)
+                       for c in batch]                                                                 # (K_i,) each
             loss = rm_batch_loss(rewards, [ranking_to_ranks(c["ranking"]) for c in batch],
                                  [c.get("weight", 1.0) for c in batch])
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            clip_grad(rm, 1.0)
-            opt.step()
+            if guard.check(loss=loss, grad_norm=clip_grad(rm, 1.0)):
+                opt.step()
             step += 1
             losses.append(loss.item())
             if log is not None and step % 10 == 0:
@@ -203,20 +171,11 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
     return losses
 
 
-def expand_to_pairs(comparisons: list[dict]) -> list[dict]:
-    """Each K-way ranking as C(K, 2) separate two-way comparisons (ties dropped): the batching the paper warns
-    against, kept for the ablation. Weights and other fields carry over."""
-    out = []
-    for c in comparisons:
-        for w, l in ranking_to_pairs(ranking_to_ranks(c["ranking"])):
-            out.append({**c, "completions": [c["completions"][w], c["completions"][l]], "ranking": [[0], [1]]})
-    return out
-
-
 @torch.no_grad()
 def demo_bias(rm, tok, demos: list[dict], device) -> float:
     """InstructGPT §3.5: the bias that makes the labelers' demonstrations score 0 on average."""
-    return normalize_bias(score_texts(rm, tok, [d["prompt"] for d in demos], [d["response"] for d in demos], device))
+    return normalize_bias(score_texts(rm, tok, [d["prompt"] for d in demos], [d["response"] for d in demos],
+                                      device).tolist())
 
 
 @torch.no_grad()
@@ -226,8 +185,9 @@ def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranki
     comparisons = usable(comparisons, key)
     for i in range(0, len(comparisons), 8):
         chunk = comparisons[i:i + 8]
-        for c, r in zip(chunk, comparison_scores(rm, tok, chunk, device)):
-            pairs = ranking_to_pairs(ranking_to_ranks(c[key]))
+        prompts, texts, ks = comparison_texts(chunk)
+        for c, r in zip(chunk, score_texts(rm, tok, prompts, texts, device, batch=len(texts)).split(ks)):
+            pairs = ranking_to_pairs(c[key])
             right += sum(int(r[w] > r[l]) for w, l in pairs)
             total += len(pairs)
     return right / max(total, 1)

@@ -15,7 +15,7 @@ Who labeled a comparison is its `source`, one of SOURCES:
   "human"  a person, through label.py or imported pairs
   "ai"     the feedback model (nanorlhf/feedback.py; Constitutional AI / RLAIF): an LM answering a
            multiple-choice question under a written principle
-Stages train on all three alike (train_rm.py, train_dpo.py, train_iterated.py's hybrid preference model);
+Stages train on all three alike (train_rm.py, train_dpo.py, experiments/iterated.py's hybrid preference model);
 `label_counts` keeps the human (sim or person) and AI label budgets apart for the lineage's accounting.
 
 Example:

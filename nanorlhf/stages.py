@@ -3,17 +3,16 @@
 Each stage's folder holds stage.json: the hash of its config and of its input files (the key), its
 wall-clock, its result, and the hash of the checkpoint it wrote. A stage runs again when the key or the
 checkpoint changed; a flag added to a stage's config since it ran, left at its default, counts as no
-change. Used by pipeline.py, ablate.py and nanorlhf/lineage.py.
+change. Used by pipeline.py (its lineage stages too) and experiments/ablate.py.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
 
 from nanorlhf.checkpoint import file_sha256
-from nanorlhf.config import config_hash
+from nanorlhf.config import config_dict, config_hash, default_dict
 from nanorlhf.fileio import write_text
 
 
@@ -26,14 +25,15 @@ class Stages:
     def run(self, name: str, main, cfg, inputs: list[str], ckpt: str):
         folder = os.path.join(self.out, name)
         hashes = {p: file_sha256(p) for p in inputs}
-        key = config_hash({"cfg": dataclasses.asdict(cfg), "inputs": hashes})
+        flat = config_dict(cfg)
+        key = config_hash({"cfg": flat, "inputs": hashes})
         meta = os.path.join(folder, "stage.json")
         if not self.fresh and os.path.exists(ckpt) and os.path.exists(meta):
             with open(meta) as f:
                 old = json.load(f)
             # a flag added since the stage ran, left at its default, keeps the old behaviour: the same stage
-            kept = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-                    if f.name in old["config"] or getattr(cfg, f.name) != f.default}
+            defaults = default_dict(type(cfg))
+            kept = {k: v for k, v in flat.items() if k in old["config"] or v != defaults[k]}
             # and the checkpoint is the one this stage wrote (not, say, a hand run of the script over it)
             same_ckpt = old.get("ckpt_sha256") in (None, file_sha256(ckpt))
             if same_ckpt and old["key"] in (key, config_hash({"cfg": kept, "inputs": hashes})):
@@ -44,7 +44,7 @@ class Stages:
         t = time.time()
         res = main(cfg)
         keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str, dict, list))}
-        self.log[name] = {"key": key, "seconds": time.time() - t, "config": dataclasses.asdict(cfg),
+        self.log[name] = {"key": key, "seconds": time.time() - t, "config": flat,
                           "ckpt_sha256": file_sha256(ckpt) if os.path.exists(ckpt) else None,
                           "result": json.loads(json.dumps(keep, default=str))}
         write_text(meta, json.dumps(self.log[name], indent=1))

@@ -1,8 +1,8 @@
-"""ablate.py on the tiny world: every kind of row (PPO flag, SFT flag, RM flag) trains, is measured, and the
+"""experiments/ablate.py on the tiny world: every kind of row (PPO flag, SFT flag, RM flag) trains, is measured, and the
 generated block of the doc is replaced while the hand-written text around it is kept."""
 import os
 
-import ablate
+from experiments import ablate
 import pipeline
 from nanorlhf.config import parse_config
 
@@ -12,7 +12,7 @@ def test_tiny_ablation_table_and_doc_block(tmp_path):
     pipeline.main(parse_config(pipeline.Config, ["--preset=tiny", f"--out_root={tmp_path}/out",
                                                  f"--data_root={tmp_path}/data", "--n_eval=8"]))
     doc = tmp_path / "details.md"
-    doc.write_text("# intro kept\n<!-- BEGIN GENERATED: python ablate.py --preset=small -->\nold table\n"
+    doc.write_text("# intro kept\n<!-- BEGIN GENERATED: python -m experiments.ablate --preset=small -->\nold table\n"
                    "<!-- END GENERATED -->\ntail kept\n")
     rows = "baseline,sft_prompt_loss,rm_pairs,kl_in_loss,temp_mismatch,value_from_sft,eos_penalty"
     points = ablate.main(parse_config(ablate.Config, [

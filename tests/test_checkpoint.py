@@ -1,4 +1,4 @@
-"""Checkpoints: safe loading, atomic writes, exact resume, same seed same run (reliability checks 1-4)."""
+"""Checkpoints: safe loading, atomic writes, exact resume, same seed same run."""
 import os
 import subprocess
 import sys

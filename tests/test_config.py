@@ -1,10 +1,11 @@
-"""Config parsing: typed --name=value flags, presets, clear errors (issue 2 item 6)."""
-from dataclasses import dataclass
+"""Config parsing: typed --name=value flags, presets, clear errors; a library's hyperparameter dataclass nested in a script's Config."""
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import pytest
 
-from nanorlhf.config import ConfigError, config_diff, config_hash, field_docs, parse_config
+from nanorlhf.config import (ConfigError, config_dict, config_diff, config_hash, default_dict, field_docs,
+                             parse_config, usage)
 
 
 @dataclass
@@ -55,3 +56,44 @@ def test_hash_and_diff():
     assert config_hash(a) == config_hash(b)
     assert config_diff({"x": 1, "y": 2}, {"x": 1, "y": 3}) == ["y: 2 -> 3"]
     assert config_diff({"x": 1, "y": 2}, {"x": 1, "y": 3}, ignore=("y",)) == []
+
+
+@dataclass(frozen=True)
+class LibHP:
+    beta: float = 0.02
+    """KL coefficient"""
+    clip: float = 0.2
+    """ratio clip"""
+
+
+@dataclass
+class Script:
+    steps: int = 10
+    """optimisation steps"""
+    hp: LibHP = field(default_factory=lambda: LibHP(clip=0.3))
+    """the library's hyperparameters"""
+    PRESETS: ClassVar[dict] = {"tiny": {"steps": 2, "beta": 0.5}}
+
+
+def test_nested_hyperparameters_are_flat_flags():
+    """A library dataclass inside a script's Config: its fields are top-level flags (presets too), the container's
+    default instance gives the defaults, config_dict is flat, and --help shows the library's field docs."""
+    cfg = parse_config(Script, ["--preset=tiny", "--clip=0.1"])
+    assert (cfg.steps, cfg.hp) == (2, LibHP(beta=0.5, clip=0.1))
+    assert parse_config(Script, []).hp == LibHP(clip=0.3)
+    assert config_dict(cfg) == {"steps": 2, "beta": 0.5, "clip": 0.1}
+    assert default_dict(Script) == {"steps": 10, "beta": 0.02, "clip": 0.3}
+    assert "--beta=0.02 (float)  KL coefficient" in usage(Script)
+    with pytest.raises(ConfigError, match="unknown flag --hp"):
+        parse_config(Script, ["--hp=1"])
+
+
+def test_a_flag_declared_twice_is_refused():
+    """A nested field that shadows a top-level one would make one flag set two things: refused."""
+    @dataclass
+    class Clash:
+        beta: float = 1.0
+        hp: LibHP = field(default_factory=LibHP)
+
+    with pytest.raises(ConfigError, match="--beta is declared twice"):
+        parse_config(Clash, [])

@@ -6,7 +6,7 @@ import torch
 
 from nanorlhf import dpo, feedback
 from nanorlhf.model import GPT, GPTConfig
-from nanorlhf.reward import encode_completions, rm_ranking_loss
+from nanorlhf.reward import encode_texts, rm_ranking_loss
 from nanorlhf.tokenizer import Tokenizer
 
 
@@ -65,7 +65,7 @@ def test_dpo_ranking_loss_is_the_rm_loss_on_implicit_rewards():
 def test_response_logprob_sum_counts_exactly_the_response_tokens(tok):
     """log pi(y|x) sums completion + <|endoftext|> tokens only: brute force over positions, padding ignored."""
     model = tiny_gpt(tok.vocab_size)
-    t, a, r = encode_completions(tok, "Pip the fox.", ["The answer", "(A) or (B). Pip."], 64)
+    t, a, r = encode_texts(tok, ["Pip the fox."] * 2, ["The answer", "(A) or (B). Pip."], 64)
     got = dpo.response_logprob_sum(model, t, a, r)
     logits = model(t, attention_mask=a)
     for i in range(t.size(0)):

@@ -1,4 +1,4 @@
-"""Tests for nanorlhf/jsonl.py: bad data gets a clear error (reliability.md check 5),
+"""Tests for nanorlhf/jsonl.py: bad data gets a clear error,
 writes are atomic and NaN-free, and comparisons <-> pairs round-trips."""
 import json
 import os
@@ -9,7 +9,7 @@ import torch
 from nanorlhf import jsonl
 from nanorlhf.jsonl import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, DataError, Field, append_jsonl,
                             iter_jsonl, read_jsonl, validate_row, write_jsonl)
-from nanorlhf.pairs import comparisons_to_pairs, export_pairs, import_pairs, pairs_to_comparisons
+from nanorlhf.rankings import comparisons_to_trl_pairs, export_trl_pairs, import_trl_pairs, trl_pairs_to_comparisons
 
 
 def comparison(**over):
@@ -306,7 +306,7 @@ def test_write_checks_schema_before_touching_disk(tmp_path):
 
 def test_k4_with_one_tie_gives_five_pairs():
     """K=4 has C(4,2)=6 pairs; one tie removes one: 5 (chosen, rejected) pairs, best first."""
-    pairs = comparisons_to_pairs([comparison()])  # ranking [[0], [2, 3], [1]]
+    pairs = comparisons_to_trl_pairs([comparison()])  # ranking [[0], [2, 3], [1]]
     got = {(p["chosen"], p["rejected"]) for p in pairs}
     assert len(pairs) == 5 and got == {("apple", "pear"), ("apple", "banana"), ("apple", "rock"),
                                        ("pear", "rock"), ("banana", "rock")}
@@ -314,23 +314,23 @@ def test_k4_with_one_tie_gives_five_pairs():
 
 
 def test_pairs_round_trip_through_files(tmp_path):
-    """export_pairs then import_pairs then comparisons_to_pairs gives back the same pair set."""
+    """export_trl_pairs then import_trl_pairs then comparisons_to_trl_pairs gives back the same pair set."""
     comps = [comparison(), comparison(id="c2", prompt="Q2", completions=["x", "y"], ranking=[[1], [0]],
                                       likert=[2, 5])]
     path = tmp_path / "pairs.jsonl"
-    assert export_pairs(comps, path) == 6
-    imported = import_pairs(path)
+    assert export_trl_pairs(comps, path) == 6
+    imported = import_trl_pairs(path)
     for c in imported:
         validate_row(c, COMPARISON)
         assert c["ranking"] == [[0], [1]] and c["source"] == "human" and c["labeler"] == "import"
-    assert comparisons_to_pairs(imported) == comparisons_to_pairs(comps) == read_jsonl(path, PAIR)
-    assert [c["id"] for c in import_pairs(path)] == [c["id"] for c in imported]  # deterministic
+    assert comparisons_to_trl_pairs(imported) == comparisons_to_trl_pairs(comps) == read_jsonl(path, PAIR)
+    assert [c["id"] for c in import_trl_pairs(path)] == [c["id"] for c in imported]  # deterministic
 
 
 def test_repeated_pairs_get_distinct_ids():
     """Two identical pairs become two comparisons with distinct, deterministic ids."""
     p = {"prompt": "Q", "chosen": "a", "rejected": "b"}
-    comps = pairs_to_comparisons([p, p, p | {"chosen": "c"}])
+    comps = trl_pairs_to_comparisons([p, p, p | {"chosen": "c"}])
     ids = [c["id"] for c in comps]
     assert len(set(ids)) == 3 and ids[1] == ids[0] + "-2"
     assert comps[0]["prompt_id"] == comps[2]["prompt_id"]

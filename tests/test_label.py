@@ -1,5 +1,5 @@
-"""The labeling app (label.py, nanorlhf/labelapp): reliability.md checks 10 (safe on a shared machine)
-and 11 (the log loses nothing), at the HTTP level with a server on a free loopback port, plus the queue,
+"""The labeling app (label.py, nanorlhf/labelapp): safe on a shared machine
+and the log loses nothing, at the HTTP level with a server on a free loopback port, plus the queue,
 gold questions, agreement, exports and human_comparisons for train_rm.py."""
 import http.client
 import json

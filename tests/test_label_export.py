@@ -10,8 +10,8 @@ from nanorlhf.config import parse_config
 from nanorlhf.jsonl import COMPARISON, PAIR, read_jsonl
 from nanorlhf.judge import Judge
 from nanorlhf.labelapp.events import human_comparisons
-from nanorlhf.labelers import ranks_from_scores
-from nanorlhf.labelapp.report import cohen_kappa, export, report_text
+from nanorlhf.rankings import scores_to_ranking
+from nanorlhf.labelapp.agreement import cohen_kappa, export, report_text
 from test_label import call, queue, running, state, world  # noqa: F401  (world is a fixture)
 
 
@@ -19,7 +19,7 @@ def rank_by(server, score, wrong_gold=False):
     """Label every item best first by score(item, text), equal scores tied; gold answered backwards if wrong_gold."""
     while (st := state(server))["item"]:
         item = server.log.items[st["item"]["id"]]
-        ranking = ranks_from_scores([score(item, t) for t in item["completions"]])
+        ranking = scores_to_ranking([score(item, t) for t in item["completions"]])
         if item.get("gold") and wrong_gold:
             best = item["gold"]["pairs"][0][0]
             ranking = [[i] for i in range(len(item["completions"])) if i != best] + [[best]]

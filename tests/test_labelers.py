@@ -3,8 +3,7 @@ import math
 import random
 
 from nanorlhf.judge import labeler_report, realistic_items, screening_items
-from nanorlhf.labelers import (BASE_WEIGHTS, EVAL_INSTRUCTIONS, Labeler, LabelerPool, mean_pairwise_agreement,
-                               pair_agreement, ranks_from_scores)
+from nanorlhf.labelers import BASE_WEIGHTS, EVAL_INSTRUCTIONS, Labeler, LabelerPool, mean_pairwise_agreement
 from nanorlhf.world import build_world
 
 
@@ -30,14 +29,6 @@ def test_low_noise_labeler_follows_utility_and_noise_follows_bradley_terry():
     rng = random.Random(1)
     wins = sum(lab.rank([feats(1.0), feats(0.0)], rng)[0] == [0] for _ in range(4000)) / 4000
     assert abs(wins - 1 / (1 + math.exp(-1.0))) < 0.03
-
-
-def test_pair_agreement_by_hand():
-    """Agreement counts pairs untied in both rankings that are ordered alike."""
-    assert pair_agreement([[0], [1], [2]], [[0], [1], [2]]) == 1.0
-    assert pair_agreement([[0], [1], [2]], [[2], [1], [0]]) == 0.0
-    assert pair_agreement([[0, 1], [2]], [[1], [0], [2]]) == 1.0   # the tied pair (0, 1) is skipped
-    assert ranks_from_scores([0.5, 2.0, 0.5]) == [[1], [0, 2]]
 
 
 def test_agreement_on_stand_in_samples_and_screening_removes_some():

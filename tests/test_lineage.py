@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import train_dpo
-import train_iterated
+from experiments import iterated
 import train_rm
 from nanorlhf.config import parse_config
 
@@ -45,7 +45,7 @@ def test_rlaif_labels_pairs_fits_a_hybrid_pm_and_runs_ppo(stages):
     human comparisons and carries a bias, and one PPO iteration runs against it."""
     from nanorlhf.world.scorers import toxic_hits
     s = stages
-    res = train_iterated.main(parse_config(train_iterated.Config, iterated_flags(
+    res = iterated.main(parse_config(iterated.Config, iterated_flags(
         s, "rlaif", "--rounds=1", "--prompts_per_round=0", "--ai_pairs_per_round=4", "--ppo_iterations=1",
         f"--comparisons={s['out']}/rm/comparisons.jsonl")))
     rep = res["report"]
@@ -63,13 +63,13 @@ def test_rlaif_labels_pairs_fits_a_hybrid_pm_and_runs_ppo(stages):
 
 def test_ai_comparisons_are_read_back_by_rm_dpo_and_iterated(stages):
     """A comparison file holding source "ai" rows (RLAIF's hybrid set) passes the COMPARISON schema; train_rm.py
-    trains on it, train_dpo.py and train_iterated.py count its AI labels apart from the human ones."""
+    trains on it, train_dpo.py and experiments/iterated.py count its AI labels apart from the human ones."""
     from nanorlhf.comparisons import load_comparisons
     from nanorlhf.jsonl import label_counts
     s = stages
     hybrid = os.path.join(s["out"], "rlaif", "comparisons.jsonl")
     if not os.path.exists(hybrid):  # the RLAIF test writes it; run alone, make it here
-        train_iterated.main(parse_config(train_iterated.Config, iterated_flags(
+        iterated.main(parse_config(iterated.Config, iterated_flags(
             s, "rlaif", "--rounds=1", "--prompts_per_round=0", "--ai_pairs_per_round=4", "--ppo_iterations=1",
             f"--comparisons={s['out']}/rm/comparisons.jsonl")))
     human, ai = label_counts(load_comparisons(hybrid))
@@ -83,7 +83,7 @@ def test_ai_comparisons_are_read_back_by_rm_dpo_and_iterated(stages):
         f"--out_dir={s['out']}/dpo_hybrid", "--max_steps=1"]))
     lineage = torch.load(dpo["ckpt"], weights_only=True)["extra"]["lineage"]
     assert lineage["ai_labels"] == 4 and lineage["human_labels"] <= human
-    again = train_iterated.main(parse_config(train_iterated.Config, iterated_flags(
+    again = iterated.main(parse_config(iterated.Config, iterated_flags(
         s, "from_hybrid", "--rounds=1", "--prompts_per_round=2", "--ppo_iterations=1", f"--comparisons={hybrid}")))
     assert (again["report"]["human_labels"], again["report"]["ai_labels"]) == (human + 2, 4)
 
@@ -91,7 +91,7 @@ def test_ai_comparisons_are_read_back_by_rm_dpo_and_iterated(stages):
 def test_iterated_two_rounds_refresh_the_pm_and_continue_ppo(stages):
     """Two rounds of (4 prompts labeled on the current policy -> PM on all so far -> 1 PPO iteration):
     labels accumulate, round 2 measures the stale PM on fresh samples, PPO resumes to iteration 2."""
-    res = train_iterated.main(parse_config(train_iterated.Config, iterated_flags(stages, "iterated")))
+    res = iterated.main(parse_config(iterated.Config, iterated_flags(stages, "iterated")))
     rep = res["report"]
     assert [r["human_labels"] for r in rep["rounds"]] == [4, 8] and rep["ai_labels"] == 0
     assert "stale_pm_accuracy" in rep["rounds"][1]

@@ -7,17 +7,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.reward import (
-    normalize_bias,
-    pairwise_accuracy,
-    ranking_to_pairs,
-    rm_batch_loss,
-    rm_ranking_loss,
-)
+from nanorlhf.rankings import ranks_to_pairs
+from nanorlhf.reward import normalize_bias, pairwise_accuracy, rm_batch_loss, rm_ranking_loss
 
 
 def test_equal_rewards_give_log2():
-    """Reliability check 9: with equal rewards the pairwise loss is log 2, for any K and ranking."""
+    """With equal rewards the pairwise loss is log 2, for any K and ranking."""
     for k in (2, 4, 9):
         rewards = torch.full((k,), 0.7, dtype=torch.float64)
         ranks = torch.randperm(k, generator=torch.Generator().manual_seed(k))
@@ -25,28 +20,12 @@ def test_equal_rewards_give_log2():
     assert rm_ranking_loss(torch.zeros(5), torch.arange(5)).item() == pytest.approx(math.log(2), abs=1e-7)
 
 
-def test_ranking_to_pairs_hand_made_with_ties():
-    """ranking_to_pairs lists every untied pair once as (winner, loser) and drops tied pairs."""
-    # completion 0 best, 1 worst, 2 and 3 tied in the middle
-    assert ranking_to_pairs([0, 2, 1, 1]) == [(0, 1), (0, 2), (0, 3), (2, 1), (3, 1)]
-    assert ranking_to_pairs(torch.tensor([1, 0])) == [(1, 0)]
-    assert ranking_to_pairs([3, 3, 3]) == []
-
-
-def test_no_ties_gives_all_C_K_2_pairs():
-    """Without ties the normaliser is the paper's C(K, 2): every pair appears exactly once."""
-    for k in range(2, 10):
-        pairs = ranking_to_pairs(torch.randperm(k))
-        assert len(pairs) == math.comb(k, 2)
-        assert {frozenset(p) for p in pairs} == {frozenset(p) for p in combinations(range(k), 2)}
-
-
 def test_k_way_loss_is_mean_of_pairwise_losses():
     """The K-way loss equals the mean over untied pairs of the 2-completion loss -log sigma(r_w - r_l)."""
     g = torch.Generator().manual_seed(0)
     for ranks in ([0, 1, 2, 3], [3, 0, 2, 1, 4, 5], [0, 2, 1, 1, 0]):
         rewards = torch.randn(len(ranks), generator=g, dtype=torch.float64)
-        pairs = ranking_to_pairs(ranks)
+        pairs = ranks_to_pairs(ranks)
         two_way = [rm_ranking_loss(rewards[[w, l]], torch.tensor([0, 1])) for w, l in pairs]
         by_hand = [-math.log(1 / (1 + math.exp(-(rewards[w] - rewards[l]).item()))) for w, l in pairs]
         loss = rm_ranking_loss(rewards, torch.tensor(ranks))
@@ -121,12 +100,3 @@ def test_weighted_batch_loss_is_the_weighted_mean_of_prompt_losses():
     l1, l2 = rm_ranking_loss(r1, k1), rm_ranking_loss(r2, k2)
     assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2], [1.0, 3.0]), (l1 + 3 * l2) / 4)
     assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2]), (l1 + l2) / 2)
-
-
-def test_expand_to_pairs_keeps_every_untied_pair_once():
-    """The pairs ablation: a K-way ranking becomes its untied pairs, winner first, weight carried over."""
-    from nanorlhf.reward import expand_to_pairs
-    c = {"prompt": "p", "completions": ["a", "b", "c"], "ranking": [[2], [0, 1]], "weight": 2.0}
-    pairs = expand_to_pairs([c])
-    assert sorted((p["completions"][0], p["completions"][1]) for p in pairs) == [("c", "a"), ("c", "b")]
-    assert all(p["ranking"] == [[0], [1]] and p["weight"] == 2.0 and p["prompt"] == "p" for p in pairs)

@@ -1,5 +1,5 @@
 """Smoke tests of the three stages on the tiny world: each script's main() runs end to end for a few
-steps, and the training identities of reliability.md checks 6-9 hold on real models."""
+steps, and the training identities (non-finite steps, lr 0, K-way loss) hold on real models."""
 import os
 
 import pytest
@@ -62,9 +62,9 @@ def test_one_ppo_step_changes_every_parameter(stages):
 
 def test_nan_reward_skips_the_step_and_is_counted(stages, monkeypatch):
     """A NaN RM score skips that iteration (counted); three in a row stop the run with a message."""
-    import nanorlhf.rollout as rollout
-    real = rollout.score_sequences
-    monkeypatch.setattr(rollout, "score_sequences", lambda *a, **k: real(*a, **k) * float("nan"))
+    import nanorlhf.experience as experience
+    real = experience.score_sequences
+    monkeypatch.setattr(experience, "score_sequences", lambda *a, **k: real(*a, **k) * float("nan"))
     with pytest.raises(RuntimeError, match="non-finite"):
         train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, "ppo_nan", "--iterations=4")))
 
@@ -90,10 +90,10 @@ def test_rm_score_is_read_at_the_last_response_token_whatever_the_padding(stages
     from nanorlhf.chat import chat_prompt
     from nanorlhf.checkpoint import load_model
     from nanorlhf.ppo import last_token_index
-    from nanorlhf.reward import encode_completions, score_sequences
+    from nanorlhf.reward import encode_texts, score_sequences
     rm, tok, _ = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
     comps = ["Pip is a fox.", "No.", "Pip the red fox lives at the mill and likes plums."]
-    t, a, r = encode_completions(tok, "Who is Pip?", comps, rm.cfg.block_size)
+    t, a, r = encode_texts(tok, ["Who is Pip?"] * len(comps), comps, rm.cfg.block_size)
     right = score_sequences(rm, t, a, r)
     n = a.sum(1)
     left_t, left_a, left_r = torch.zeros_like(t), torch.zeros_like(a), torch.zeros_like(r)
@@ -111,12 +111,12 @@ def test_value_starts_as_the_rm_on_the_reward_scale(stages):
     predicts exactly the (bias-corrected) RM score PPO will be rewarded with."""
     from nanorlhf.checkpoint import load_model
     from nanorlhf.ppo import last_token_index
-    from nanorlhf.reward import encode_completions, score_sequences
-    from nanorlhf.rollout import value_from_rm
+    from nanorlhf.reward import encode_texts, score_sequences
+    from nanorlhf.experience import value_from_rm
     rm, tok, ck = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
     bias = ck["extra"]["bias"]
     value = value_from_rm(rm, bias).eval()
-    t, a, r = encode_completions(tok, "Who is Pip?", ["Pip is a fox.", "No."], rm.cfg.block_size)
+    t, a, r = encode_texts(tok, ["Who is Pip?"] * 2, ["Pip is a fox.", "No."], rm.cfg.block_size)
     with torch.no_grad():
         at_last = value(t, attention_mask=a).gather(1, last_token_index(r)[:, None]).squeeze(1)
         assert torch.allclose(at_last, score_sequences(rm, t, a, r, bias), atol=1e-5)

@@ -103,7 +103,7 @@ def resolve(dotted: str):
 
 def test_every_named_file_and_function_exists():
     """Each `path` in the walkthrough's prose exists in the repository (outputs under out/, data/, labels/
-    excepted), and each `module.function` (nanorlhf.* or a top-level script) imports and resolves."""
+    excepted), and each `module.function` (nanorlhf.*, experiments.* or a top-level script) imports and resolves."""
     scripts = {f[:-3] for f in os.listdir(ROOT) if f.endswith(".py")}
     spans = set(re.findall(r"`([^`\n]+)`", prose(doc_text())))
     files, names, missing = [], [], []
@@ -112,7 +112,7 @@ def test_every_named_file_and_function_exists():
             files.append(s)  # `objective/kl` is a metric name, not a path: no extension, no trailing slash
             continue
         if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", s) and not s.endswith(FILE_EXT):
-            if s.split(".")[0] in scripts | {"nanorlhf"}:
+            if s.split(".")[0] in scripts | {"nanorlhf", "experiments"}:
                 names.append(s)
     for f in files:
         if not os.path.exists(os.path.join(ROOT, f)) and f.split("/")[0] not in MADE_BY_RUNNING:

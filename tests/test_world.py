@@ -29,7 +29,7 @@ def _write(data, path):
 
 
 def test_same_seed_same_bytes_different_seed_differs(tmp_path, tiny):
-    """Determinism (toyworld.md req. 1): same seed -> identical files; another seed differs."""
+    """Determinism: same seed -> identical files; another seed differs."""
     files = _write(tiny, tmp_path / "a")
     assert _write(build_world("tiny", 0), tmp_path / "b") == files
     for f in files:
@@ -146,13 +146,13 @@ def test_nonexistent_names_absent_from_corpus(small):
 
 
 def test_vocabulary_size(small):
-    """Toyworld req. 10: the corpus vocabulary is roughly 1k-2k distinct words."""
+    """The corpus vocabulary is roughly 1k-2k distinct words."""
     n = len(set(words("\n".join(d["text"] for d in small.corpus))))
     assert 950 <= n <= 2000, n
 
 
 def test_benchmarks_present(tiny, small):
-    """Every instrument of toyworld.md req. 9 has a suite; a few hundred items at small."""
+    """Every evaluation instrument has a suite; a few hundred items at small."""
     from nanorlhf.world import SUITES
     assert set(small.benchmarks) == set(SUITES)
     for s, items in small.benchmarks.items():

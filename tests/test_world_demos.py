@@ -13,7 +13,7 @@ def small():
 
 
 def test_demonstrations_good_but_not_perfect(small):
-    """SFT leaves headroom (toyworld.md req. 6): demos are gold-high with a few errors."""
+    """SFT leaves headroom: demos are gold-high with a few errors."""
     fs = [features(small.world, p, d["response"]) for p, d in zip(small.prompts["sft"], small.demos)]
     mean = lambda k: statistics.mean(f[k] for f in fs)
     assert mean("attempted") >= 0.95 and mean("correct_answer") >= 0.9 and mean("constraints") >= 0.9

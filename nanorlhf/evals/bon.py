@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from nanorlhf.evals.common import chat_answers
-from nanorlhf.reward import rm_scores
+from nanorlhf.reward import score_texts
 
 NS = tuple(2 ** k for k in range(9))  # 1, 2, 4, ..., 256
 
@@ -72,7 +72,9 @@ def rm_matrix(rm, tok, rows: list[dict], texts: list[list[str]], bias: float = 0
         uniq = sorted(set(ts), key=len)
         score = {}
         for k in range(0, len(uniq), chunk):
-            s = rm_scores(rm, tok, r["prompt"], uniq[k:k + chunk], device, bias).float().cpu().tolist()
+            part = uniq[k:k + chunk]
+            s = score_texts(rm, tok, [r["prompt"]] * len(part), part, device, bias, batch=len(part))
+            s = s.float().cpu().tolist()
             score.update(zip(uniq[k:k + chunk], s))
         out[i, :len(ts)] = [score[t] for t in ts]
     return out

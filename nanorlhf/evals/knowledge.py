@@ -1,4 +1,4 @@
-"""Does the base model know the world, and does it follow instructions? (toyworld.md requirement 3)
+"""Does the base model know the world, and does it follow instructions?
 
 Two measurements:
   - fact accuracy under a few-shot prompt in the corpus's own answered-quiz format

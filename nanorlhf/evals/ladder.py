@@ -25,12 +25,22 @@ from nanorlhf.evals.preference import sample_responses, wilson, win_rate
 from nanorlhf.generate import generate, response_texts
 from nanorlhf.jsonl import DEMO, PROMPT, read_jsonl
 from nanorlhf.labelers import TRAIN_INSTRUCTIONS, with_instructions
-from nanorlhf.reward import rm_scores
+from nanorlhf.reward import score_texts
 from nanorlhf.world import CLOSED_DOMAIN
 
 METHODS = ("gpt", "gpt_prompted", "flan", "sft", "ppo", "ppo_ptx")
 LABELS = {"gpt": "GPT", "gpt_prompted": "GPT (prompted)", "flan": "FLAN/T0 analog", "sft": "SFT", "ppo": "PPO",
           "ppo_ptx": "PPO-ptx"}
+
+
+def ladder_policies(out: str, names: list[str]) -> dict[str, str]:
+    """name -> checkpoint of every policy on the ladder, for each size, in a pipeline run folder out/<run>."""
+    policies = {}
+    for s in names:
+        policies.update({f"gpt_{s}": f"{out}/base_{s}/ckpt.pt", f"flan_{s}": f"{out}/flan_{s}/ckpt.pt",
+                         f"sft_{s}": f"{out}/sft_{s}/ckpt.pt", f"ppo_{s}": f"{out}/ppo_{s}/ckpt.pt",
+                         f"ppo_ptx_{s}": f"{out}/ppo_ptx_{s}/ckpt.pt"})
+    return policies
 
 
 @torch.no_grad()
@@ -94,7 +104,7 @@ def policy_table(ctx, rows, texts: dict, reference: str) -> dict:
         r["flags"] = {k: sum(v) / len(v) for k, v in flags.items()}
         if rm is not None:
             with torch.no_grad():
-                r["rm"] = sum(rm_scores(rm[0], rm[1], row["prompt"], [x], ctx.device, rm[2]).item()
+                r["rm"] = sum(score_texts(rm[0], rm[1], [row["prompt"]], [x], ctx.device, rm[2]).item()
                               for row, x in zip(rows, t)) / len(rows)
         res[name] = r
     return res

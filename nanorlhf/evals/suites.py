@@ -15,6 +15,9 @@ Example:
     from nanorlhf.evals.suites import SUITES
     sections = [SUITES[name](ctx) for name in SUITES]
 """
+import time
+
+from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.alignment_tax import alignment_tax
 from nanorlhf.evals.bias import bias
 from nanorlhf.evals.hallucination import hallucination
@@ -32,3 +35,19 @@ SUITES = {
     "overoptimization": overoptimization,
     "hedging": hedging,
 }
+
+
+def suite_sections(ctx: EvalContext, suites: str, size: str) -> list:
+    """The suites named in `suites` (all, none, or comma-separated names) on one size's ladder policies."""
+    if suites == "none":
+        return []
+    sub = EvalContext(ctx.judge, ctx.data_dir, ctx.out_dir,
+                      {"gpt": ctx.policies[f"gpt_{size}"], "sft": ctx.policies[f"sft_{size}"],
+                       "ppo": ctx.policies[f"ppo_{size}"], "ppo_ptx": ctx.policies[f"ppo_ptx_{size}"]},
+                      rm=ctx.rm, device=ctx.device, seed=ctx.seed, labeler_seed=ctx.labeler_seed, n=200)
+    out = []
+    for name in (list(SUITES) if suites == "all" else suites.split(",")):
+        t = time.time()
+        out.append(SUITES[name](sub))
+        print(f"suite {name}: {time.time() - t:.0f}s")
+    return out

@@ -5,12 +5,12 @@
     events.py   the append-only event log, its replay, and human_comparisons() for train_rm.py
     server.py   the HTTP layer (stdlib http.server): Host/Origin/token checks, CSP, size cap
     page.py     the HTML page and guidelines (the JS and CSS are files under static/)
-    report.py   agreement (gold, between labelers, Cohen's kappa, simulated labelers) and exports
+    agreement.py  agreement (gold, between labelers, Cohen's kappa, simulated labelers) and exports
     browser.py  a headless-Chromium driver over the DevTools pipe, for the browser test and screenshots
 
 Example:
-    log = LabelLog("labels/alice.jsonl")         # replays the log: items, labels, undo stack
-    rows = human_comparisons(["labels/alice.jsonl"])   # COMPARISON rows, source "human"
+    log = LabelLog("labels/rater1.jsonl")         # replays the log: items, labels, undo stack
+    rows = human_comparisons(["labels/rater1.jsonl"])   # COMPARISON rows, source "human"
 """
 from nanorlhf.labelapp.events import LabelLog, human_comparisons
 

@@ -1,6 +1,6 @@
 """The labeling log: one JSON event per action, appended with fsync, replayed on restart.
 
-Nothing is ever rewritten in place (reliability check 11). Event types:
+Nothing is ever rewritten in place, so no label is lost. Event types:
 
     session   a server started on this log: {labeler, mode, instructions, source}
     item      one queue item, written before it is shown: {item}

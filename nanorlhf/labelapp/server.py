@@ -1,6 +1,6 @@
 """The HTTP layer of the labeling app: stdlib ThreadingHTTPServer, safe on a shared machine.
 
-Reliability check 10, one guard each:
+Safe on a machine shared with others, one guard each:
   - binds 127.0.0.1 unless told otherwise;
   - a Host header that is not this server's gets 421 (stops DNS-rebinding pages);
   - the page itself needs the URL's ?token= (other users of the machine cannot open it);

@@ -1,5 +1,5 @@
 """The toy world: village facts, pretraining corpus, API prompts, demonstrations,
-gold scorers and benchmark suites, all from one seed (toyworld.md).
+gold scorers and benchmark suites, all from one seed.
 
 Example:
     >>> data = build_world("tiny", seed=0)

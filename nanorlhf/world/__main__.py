@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from nanorlhf.config import parse_config
 
 from . import build_world, get_scale, write_world
-from .report import report
+from .summary import report
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The pretraining corpus: the toy stand-in for GPT-3's web text.
 
 Every document opens with a source tag line ("Encyclopedia: Pip the fox").
-Kinds and what each one is for (toyworld.md, requirements 3 and 9):
+Kinds and what each one is for (the base model must learn the facts, and every evaluation needs its source):
 
   encyclopedia   true facts in >= 3 paraphrases, shuffled sentence order
   story          grammar-built stories (HellaSwag/SQuAD material)

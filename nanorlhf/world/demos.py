@@ -3,7 +3,7 @@
 A pool of demonstrators, each with a style (terse or verbose, friendly or
 formal, fond of hedging or not) and a small error rate (a wrong fact, a missed
 constraint). Their answers are good by the gold scorers but not perfect, so
-the SFT model leaves headroom for PPO (toyworld.md requirement 6).
+the SFT model leaves headroom for PPO.
 
 Example:
     >>> import random

@@ -79,7 +79,7 @@ def count_phrases(text, phrases):
 
 
 # ----------------------------------------------------------------------------
-# scenery: filler sentences that widen the vocabulary (toyworld.md asks for 1k-2k words)
+# scenery: filler sentences that widen the vocabulary (the corpus aims at 1k-2k distinct words)
 
 SCENE_ADJ = """tall small old young tiny huge soft rough smooth quiet noisy bright dark
 shady muddy dusty sandy rocky mossy leafy wild tidy narrow wide deep shallow crooked

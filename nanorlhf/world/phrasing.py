@@ -1,7 +1,7 @@
 """How the world puts facts into words: statement paraphrases and questions.
 
 A fact is only retrievable by a small model if the corpus states it in several
-paraphrases (toyworld.md, "Risks"), so every attribute has >= 3 statement
+paraphrases (a model that memorised one sentence would not know the fact), so every attribute has >= 3 statement
 templates. `count_statements` finds them again in any text (tests, report).
 
 Example:

@@ -88,7 +88,7 @@ def mood_of(text):
 def length_score(n_words, target):
     """exp(-(ln((n+3)/(target+3)))^2 / (2 * 0.45^2)): 1 at target, ~0.3 at 2x or 0.5x.
 
-    Length is the easiest hack (toyworld.md): too long is penalised as much as too short.
+    Length is the easiest hack: too long is penalised as much as too short.
     """
     return math.exp(-0.5 * (math.log((n_words + 3) / (target + 3)) / 0.45) ** 2)
 

@@ -15,8 +15,8 @@ Exports (each written atomically, gold questions left out):
 Rows from a labeler under the gold cutoff carry "below_cutoff": true.
 
 Example:
-    print(report_text(["labels/alice.jsonl", "labels/bob.jsonl"], data_dir="data/small"))
-    export(["labels/alice.jsonl"], "out/human")
+    print(report_text(["labels/rater1.jsonl", "labels/rater2.jsonl"], data_dir="data/small"))
+    export(["labels/rater1.jsonl"], "out/human")
 """
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ import statistics
 from nanorlhf.jsonl import COMPARISON, PAIR, write_jsonl
 from nanorlhf.labelapp.checks import JUDGE_FLAGS, ranking_of, share
 from nanorlhf.labelapp.events import CUTOFF, LabelLog, below_cutoff, human_comparisons
-from nanorlhf.labelers import pair_agreement
-from nanorlhf.pairs import comparisons_to_pairs
+from nanorlhf.rankings import comparisons_to_trl_pairs, pair_agreement
 
 
 def _pct(x: float) -> str:
@@ -208,7 +207,7 @@ def export(paths, out_dir: str, cutoff: float = CUTOFF) -> dict[str, int]:
     marks = {r["labeler"]: r["below_cutoff"] for r in people}
     comps = human_comparisons(paths, cutoff)
     pairs = [dict(p, labeler=c["labeler"], below_cutoff=c["below_cutoff"])
-             for c in comps for p in comparisons_to_pairs([c])]
+             for c in comps for p in comparisons_to_trl_pairs([c])]
     hh_rows = [{"chosen": hh(p["prompt"], p["chosen"]), "rejected": hh(p["prompt"], p["rejected"]),
                 "labeler": p["labeler"], "below_cutoff": p["below_cutoff"]} for p in pairs]
     files = {"comparisons.jsonl": (comps, COMPARISON), "pairs.jsonl": (pairs, PAIR),

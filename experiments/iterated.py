@@ -16,14 +16,14 @@ up with the policy's own samples. Each round here:
 
 Three runs of the lineage are this one loop with different flags:
 
-    python train_iterated.py --preset=small                                    # iterated: 3 rounds x 100 prompts
-    python train_iterated.py --preset=small --rounds=1 --prompts_per_round=300 --ppo_iterations=60 \\
+    python -m experiments.iterated --preset=small                                    # iterated: 3 rounds x 100 prompts
+    python -m experiments.iterated --preset=small --rounds=1 --prompts_per_round=300 --ppo_iterations=60 \\
         --out_dir=out/small/upfront          # the same budget spent once up front (= train_rm --max_prompts=300, then PPO)
-    python train_iterated.py --preset=small --rounds=1 --prompts_per_round=0 --ai_pairs_per_round=600 \\
+    python -m experiments.iterated --preset=small --rounds=1 --prompts_per_round=0 --ai_pairs_per_round=600 \\
         --comparisons=out/small/rm/comparisons.jsonl --ppo_iterations=60 --out_dir=out/small/rlaif   # RLAIF hybrid PM
 
 `python pipeline.py --preset=small --lineage=true` runs two of them as stages from its own sft_1m and
-RM (nanorlhf/lineage.py): rlaif_1m (600 AI pairs beside the RM's comparisons, the pipeline's PPO
+RM (experiments/train_lineage.py): rlaif_1m (600 AI pairs beside the RM's comparisons, the pipeline's PPO
 iterations) and iterated_1m (3 rounds, each a third of the RM's prompts and of the PPO iterations; the
 same budget up front is the pipeline's ppo_1m), both at the pipeline's beta and the RM's learning rate.
 
@@ -50,9 +50,10 @@ from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
 from nanorlhf.judge import Judge
 from nanorlhf.model import ScalarHeadModel
+from nanorlhf.ppo import PPOConfig
 from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
-from nanorlhf.rollout import PromptSampler
-from pretrain import resolve_device
+from nanorlhf.experience import PromptSampler
+from nanorlhf.device import resolve_device
 
 
 @dataclass
@@ -120,10 +121,10 @@ class Config:
 
 def ppo_config(cfg: Config, rm: str, r: int) -> train_ppo.Config:
     """Round r's PPO: resume the one PPO run (policy, value, optimiser, prompt order) against a new PM."""
+    hp = PPOConfig(batch_size=cfg.ppo_batch_size, minibatch_size=cfg.ppo_minibatch_size, lr=cfg.ppo_lr,
+                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, beta=cfg.beta)
     return train_ppo.Config(sft=cfg.sft, rm=rm, data_dir=cfg.data_dir, out_dir=os.path.join(cfg.out_dir, "ppo"),
-                            iterations=(r + 1) * cfg.ppo_iterations, batch_size=cfg.ppo_batch_size,
-                            minibatch_size=cfg.ppo_minibatch_size, max_new_tokens=cfg.max_new_tokens,
-                            temperature=cfg.temperature, lr=cfg.ppo_lr, beta=cfg.beta, dtype=cfg.ppo_dtype,
+                            iterations=(r + 1) * cfg.ppo_iterations, ppo=hp, dtype=cfg.ppo_dtype,
                             save_every=cfg.ppo_iterations, log_every=max(1, cfg.ppo_iterations // 4),
                             seed=cfg.seed, device=cfg.device, resume=r > 0)
 
@@ -143,12 +144,13 @@ def main(cfg: Config) -> dict:
     demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
     all_cmp = load_comparisons(cfg.comparisons) if cfg.comparisons else []
     (human, ai), rounds, pm, policy = label_counts(all_cmp), [], None, sft     # "ai" rows count as AI labels
+    sampling = dict(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, batch=cfg.gen_batch, device=device)
     for r in range(cfg.rounds):
         rep = {"round": r + 1}
         # 1. collect: the current policy's samples, ranked by simulated training labelers
         rows = rm_prompts.next(cfg.prompts_per_round) if cfg.prompts_per_round else []
         ks = [rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
-        comps = sample_completions(policy, tok, [x["prompt"] for x in rows], ks, cfg, device, cfg.seed + 100 * r)
+        comps = sample_completions(policy, tok, [x["prompt"] for x in rows], ks, **sampling, seed=cfg.seed + 100 * r)
         new = label(judge, rows, comps, judge.pool.train, rng, f"it{r + 1}")
         if pm is not None and new:
             # how well last round's PM ranks the new policy's samples: why the PM needs refreshing
@@ -156,8 +158,8 @@ def main(cfg: Config) -> dict:
         # 1b. AI feedback: harmlessness pairs of the current policy, labeled by the feedback model
         if cfg.ai_pairs_per_round:
             hrows = harm_prompts.next(cfg.ai_pairs_per_round)
-            two = sample_completions(policy, tok, [x["prompt"] for x in hrows], [2] * len(hrows), cfg, device,
-                                     cfg.seed + 100 * r + 1)
+            two = sample_completions(policy, tok, [x["prompt"] for x in hrows], [2] * len(hrows), **sampling,
+                                     seed=cfg.seed + 100 * r + 1)
             pairs = feedback.harmlessness_pairs(hrows, two, rng)
             probs = feedback.prefer(fb_model, tok, *zip(*[(x["prompt"], a, b) for x, a, b in pairs]),
                                     principle=cfg.principle)

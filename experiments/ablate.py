@@ -8,9 +8,9 @@ frontier: gold score of one sample per test prompt, held-out-labeler win rate ag
 plain-words warning, skipped steps). The "baseline, seed 1" row is the noise floor.
 
     python pipeline.py --preset=small          # first: the checkpoints this starts from
-    python ablate.py --preset=small            # ~85 min on 2 cores; rewrites the table in docs/details.md
-    python ablate.py --preset=small --only=baseline,no_whiten
-    python ablate.py --preset=small --only=ptx,dropout --train_only=true   # split rows over processes
+    python -m experiments.ablate --preset=small            # ~85 min on 2 cores; rewrites the table in docs/details.md
+    python -m experiments.ablate --preset=small --only=baseline,no_whiten
+    python -m experiments.ablate --preset=small --only=ptx,dropout --train_only=true   # split rows over processes
 
 Writes out_dir/ablation.md, out_dir/ablation.json, out_dir/ablation.png and, with --doc, replaces
 the generated block of docs/details.md (and copies the figure beside it). Runs are cached
@@ -34,7 +34,7 @@ from nanorlhf.evals.context import EvalContext
 from nanorlhf.fileio import write_text
 from nanorlhf.judge import Judge
 from nanorlhf.frontier import Run, measure
-from nanorlhf.rollout import diagnose
+from nanorlhf.experience import diagnose
 from nanorlhf.stages import Stages
 
 # (name, the detail switched, stage whose flags change, flags)
@@ -182,7 +182,7 @@ def plot(points: list[dict], ctx) -> str:
 
 def write_doc(doc: str, md: str, figure: str) -> None:
     """Replace the generated block of the doc (between the two markers) with the new table and figure."""
-    begin, end = "<!-- BEGIN GENERATED: python ablate.py --preset=small -->", "<!-- END GENERATED -->"
+    begin, end = "<!-- BEGIN GENERATED: python -m experiments.ablate --preset=small -->", "<!-- END GENERATED -->"
     text = open(doc).read()
     if begin not in text or end not in text:
         raise ValueError(f"{doc} has no generated block ({begin} ... {end})")

@@ -1,11 +1,15 @@
-"""The experience side of PPO: prompts in, scored and advantaged episodes out.
+"""PPO's episodes: prompts in, scored and advantaged episodes out, and the loss that learns from them.
 
-train_ppo.py calls these in the paper's order: `rollout` (step 1) then
-`make_experience` (steps 2-4), then `ppo_step_loss` per minibatch (step 5).
+ppo.py holds the pure pieces (log-probs, GAE, the clipped losses); this module is where
+they meet the models. train_ppo.py calls these in the paper's order: `rollout` (step 1),
+`make_experience` (steps 2-4: the RM score, eq. 2's per-token reward in `rlhf_rewards`,
+values and GAE), then `minibatch_loss` per minibatch (step 5). Every knob is a field of
+ppo.PPOConfig.
 
 Example:
-    ro = rollout(policy, tok, prompts.next(64), cfg, generator)
-    exp = make_experience(policy, ref, rm, value, ro, rm_bias, beta, cfg)
+    hp = PPOConfig(beta=0.1)
+    ro = rollout(policy, tok, prompts.next(hp.batch_size), hp, generator)
+    exp = make_experience(policy, ref, rm, value, ro, rm_bias=rm_bias, beta=hp.beta, hp=hp)
     exp["advantages"]   # (B, T) whitened over response tokens
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ from nanorlhf import ppo
 from nanorlhf.chat import chat_prompt
 from nanorlhf.generate import Rollout, generate
 from nanorlhf.jsonl import PROMPT, read_jsonl
+from nanorlhf.ppo import PPOConfig
 from nanorlhf.reward import score_sequences
 
 
@@ -68,21 +73,36 @@ def value_from_rm(rm, rm_bias: float):
 
 
 @torch.no_grad()
-def rollout(policy, tok, batch: list[dict], cfg, generator) -> Rollout:
+def rollout(policy, tok, batch: list[dict], hp: PPOConfig, generator) -> Rollout:
     """Step 1: responses to a batch of prompts, sampled with the KV cache, ending at <|endoftext|>."""
     ids = [chat_prompt(tok, r["prompt"]) for r in batch]
-    return generate(policy, ids, cfg.max_new_tokens, temperature=cfg.temperature, stop_token=tok.eot_id,
+    return generate(policy, ids, hp.max_new_tokens, temperature=hp.temperature, stop_token=tok.eot_id,
                     pad_id=tok.pad_id, generator=generator)
 
 
-@torch.no_grad()
-def make_experience(policy, ref, rm, value, ro: Rollout, rm_bias: float, beta: float, cfg) -> dict:
-    """Steps 2-4: RM score at the last token, KL-penalised per-token rewards, values, GAE.
+def rlhf_rewards(score, logprobs, ref_logprobs, response_mask, ended, beta, *, kl_in_reward=True,
+                 kl_estimator="k1", eos_penalty=0.0):
+    """InstructGPT eq. 2 as the per-token reward PPO maximises. Returns (rewards, kl, score): (B, T), (B, T), (B,).
 
-    cfg's ablation switches (train_ppo.Config; docs/details.md) are read here and in ppo_step_loss.
+        R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x))
+
+    score (B,) is r(x, y) read at the true last response token (reward.score_sequences);
+    ended (B,) says which responses said <|endoftext|>. The switches are ablations, the
+    paper's path the default: kl_in_reward=False leaves the KL out of the reward (the
+    minibatch loss takes it instead), eos_penalty > 0 lowers the score of cut-off responses.
     """
+    if eos_penalty:  # responses cut at max_new_tokens never said <|endoftext|>
+        score = torch.where(ended, score, score - eos_penalty)
+    rewards, kl = ppo.kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask,
+                                           beta if kl_in_reward else 0.0, kl_estimator)
+    return rewards, kl, score
+
+
+@torch.no_grad()
+def make_experience(policy, ref, rm, value, ro: Rollout, *, rm_bias: float, beta: float, hp: PPOConfig) -> dict:
+    """Steps 2-4: RM score at the last token, eq. 2's per-token rewards, values, GAE. beta is the controller's now."""
     tokens, am, resp = ro.tokens, ro.attention_mask, ro.response_mask
-    temp = cfg.logprob_temperature or cfg.temperature   # the sampling temperature, unless ablated
+    temp = hp.scoring_temperature
     was = policy.training
     policy.eval()
     # the old policy's logprobs, recomputed by a forward pass (equal to the sampling ones: tested)
@@ -90,58 +110,53 @@ def make_experience(policy, ref, rm, value, ro: Rollout, rm_bias: float, beta: f
     policy.train(was)
     ref_logprobs = ppo.token_logprobs(ref(tokens, attention_mask=am), tokens, temp)             # (B, T)
     # 2. score: r(x, y) read at the true last response token, demonstrations at 0 on average
-    if cfg.reward_at_last_token:
-        score = score_sequences(rm, tokens, am, resp, rm_bias)                                  # (B,)
-    else:  # ablation: the common bug of reading the final column, a pad for every shorter response
-        score = rm(tokens, attention_mask=am)[:, -1] - rm_bias                                  # (B,)
-    if cfg.eos_penalty:  # responses cut at max_new_tokens never said <|endoftext|>
-        ended = tokens.gather(1, ppo.last_token_index(resp)[:, None]).squeeze(1) == ro.stop_token  # (B,)
-        score = torch.where(ended, score, score - cfg.eos_penalty)
-    # 3. InstructGPT §3.5: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)), per token
-    beta_r = beta if cfg.kl_in_reward else 0.0   # ablation: the KL goes into the loss instead
-    rewards, kl = ppo.kl_penalized_rewards(score, logprobs, ref_logprobs, resp, beta_r, cfg.kl_estimator)  # (B, T)
+    score = score_sequences(rm, tokens, am, resp, rm_bias, at_last_token=hp.reward_at_last_token)  # (B,)
+    ended = tokens.gather(1, ppo.last_token_index(resp)[:, None]).squeeze(1) == ro.stop_token  # (B,)
+    # 3. InstructGPT eq. 2: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)), per token
+    rewards, kl, score = rlhf_rewards(score, logprobs, ref_logprobs, resp, ended, beta, kl_in_reward=hp.kl_in_reward,
+                                      kl_estimator=hp.kl_estimator, eos_penalty=hp.eos_penalty)    # (B, T)
     # 4. values from the value model (initialised from the RM); GAE with gamma = 1
     values = ppo.align_values(value(tokens, attention_mask=am))                                 # (B, T)
-    advantages, returns = ppo.gae(rewards, values, resp, cfg.gamma, cfg.lam)
-    if cfg.whiten_advantages:
+    advantages, returns = ppo.gae(rewards, values, resp, hp.gamma, hp.lam)
+    if hp.whiten_advantages:
         advantages = ppo.masked_whiten(advantages, resp)
     return {"tokens": tokens, "attention_mask": am, "response_mask": resp, "logprobs": logprobs,
             "ref_logprobs": ref_logprobs, "values": values, "returns": returns, "advantages": advantages,
-            "score": score, "kl": kl, "length": resp.sum(1).float(), "beta": beta}
+            "rewards": rewards, "score": score, "kl": kl, "length": resp.sum(1).float(), "beta": beta}
 
 
-def ppo_step_loss(policy, value, exp, idx, cfg, ptx):
-    """One minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
-    tokens, am, rm_ = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
+def minibatch_loss(policy, value, exp, idx, hp: PPOConfig, ptx):
+    """Step 5, one minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
+    tokens, am, resp = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
     logits = policy(tokens, attention_mask=am)                                     # (b, T, V)
-    logprobs = ppo.token_logprobs(logits, tokens, cfg.logprob_temperature or cfg.temperature)  # (b, T)
-    pg_loss, s = ppo.policy_loss(logprobs, exp["logprobs"][idx], exp["advantages"][idx], rm_, cfg.clip)
+    logprobs = ppo.token_logprobs(logits, tokens, hp.scoring_temperature)          # (b, T)
+    pg_loss, s = ppo.policy_loss(logprobs, exp["logprobs"][idx], exp["advantages"][idx], resp, hp.clip)
     values = ppo.align_values(value(tokens, attention_mask=am))                    # (b, T)
-    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], rm_,
-                                 cfg.clip if cfg.clip_value else None)
-    loss = pg_loss + cfg.vf_coef * vf_loss
-    if not cfg.kl_in_reward:  # ablation (GRPO-style): beta * KL estimate as a loss term
-        loss = loss + exp["beta"] * ppo.kl_loss(logprobs, exp["ref_logprobs"][idx], rm_, cfg.kl_estimator)
+    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], resp,
+                                 hp.clip if hp.clip_value else None)
+    loss = pg_loss + hp.vf_coef * vf_loss
+    if not hp.kl_in_reward:  # ablation (GRPO-style): beta * KL estimate as a loss term
+        loss = loss + exp["beta"] * ppo.kl_loss(logprobs, exp["ref_logprobs"][idx], resp, hp.kl_estimator)
     s.update(vs)
     s = {"ppo/" + k: v for k, v in s.items()}
     s["ppo/policy_loss"], s["val/value_loss"] = pg_loss.item(), vf_loss.item()
-    s["val/explained_var"] = ppo.explained_variance(values.detach(), exp["returns"][idx], rm_)
-    s["objective/entropy"] = ppo.entropy_from_logits(logits[:, :-1].detach(), rm_[:, 1:]).item()
+    s["val/explained_var"] = ppo.explained_variance(values.detach(), exp["returns"][idx], resp)
+    s["objective/entropy"] = ppo.entropy_from_logits(logits[:, :-1].detach(), resp[:, 1:]).item()
     if ptx is not None:
         # InstructGPT eq. 2: + gamma_ptx * E_pretrain[log pi_RL(x)]
         x, y = ptx.next()
         x, y = x.to(tokens.device), y.to(tokens.device)
         lm = ppo.ptx_loss(policy(x), y, torch.ones_like(y))
-        loss = loss + cfg.ptx_coef * lm
+        loss = loss + hp.ptx_coef * lm
         s["ptx/loss"] = lm.item()
     return loss, s
 
 
-def ptx_batches(cfg, tok, block_size: int):
+def ptx_batches(data_dir: str, tok, block_size: int, batch_size: int, seed: int):
     """Pretraining batches for PPO-ptx, from the same corpus the base model learned on."""
     from nanorlhf.lmdata import LMBatches, encode_docs, read_corpus
-    stream = encode_docs(tok, read_corpus(os.path.join(cfg.data_dir, "corpus.jsonl")))
-    return LMBatches(stream, block_size, cfg.ptx_batch_size, seed=cfg.seed + 1)
+    stream = encode_docs(tok, read_corpus(os.path.join(data_dir, "corpus.jsonl")))
+    return LMBatches(stream, block_size, batch_size, seed=seed + 1)
 
 
 def show_samples(tok, batch, ro: Rollout, exp: dict, n: int) -> None:
