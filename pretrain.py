@@ -181,7 +181,7 @@ def main(cfg: Config) -> dict:
                                "inputs": {corpus: file_sha256(corpus), tok_path: file_sha256(tok_path)}})
 
     # 3. train: AdamW, warmup + cosine, clipping, periodic validation
-    peak = measure_matmul_peak(device)
+    peak = measure_matmul_peak(device, dtype=cfg.dtype)  # MFU against the peak of the dtype in use
     flops_tok = flops_per_token(mcfg, cfg.block_size)
     bar = Progress(cfg.max_steps, "pretrain", start_step=step)
     losses, busy, tokens_since, guard = [], 0.0, 0, NonFiniteGuard(max_consecutive=3)

@@ -33,8 +33,8 @@ from nanorlhf.optim import clip_grad, make_optimizer
 from nanorlhf.ppo import PPOConfig
 from nanorlhf.precision import autocast
 from nanorlhf.device import resolve_device
-from nanorlhf.experience import (PromptSampler, diagnose, make_experience, minibatch_loss, ptx_batches, rollout,
-                                 show_samples, value_from_rm)
+from nanorlhf.experience import (PromptSampler, diagnose, length_groups, make_experience, minibatch_loss, ptx_batches,
+                                 rollout, show_samples, value_from_rm)
 from nanorlhf.guard import NonFiniteGuard
 
 
@@ -125,7 +125,9 @@ def main(cfg: Config) -> dict:
                         extra={**extra, "value": value.state_dict(), "beta": kl_ctl.value})
 
     bar = Progress(cfg.iterations, "ppo", start_step=it)
-    fpt_p, fpt_v = flops_per_token(policy.cfg), flops_per_token(value.cfg)
+    # FLOPs per real token: the trunks, and the unembedding on the positions that predict a response token
+    trunk_p, trunk_v = flops_per_token(policy.cfg, unembedding=False), flops_per_token(value.cfg, unembedding=False)
+    head = flops_per_token(policy.cfg) - trunk_p
     flops = 0.0
     gen = torch.Generator().manual_seed(cfg.seed)
     while it < cfg.iterations:
@@ -146,7 +148,9 @@ def main(cfg: Config) -> dict:
         stats = []
         B = ro.tokens.size(0)
         for _ in range(hp.ppo_epochs):
-            for idx in torch.randperm(B, generator=gen).split(hp.minibatch_size):
+            minibatches = (length_groups(ro.attention_mask, hp.minibatch_size, gen) if hp.group_by_length
+                           else torch.randperm(B, generator=gen).split(hp.minibatch_size))
+            for idx in minibatches:
                 with autocast(cfg.dtype, device):
                     loss, s = minibatch_loss(policy, value, exp, idx, hp, ptx)
                 opt.zero_grad(set_to_none=True)
@@ -156,10 +160,11 @@ def main(cfg: Config) -> dict:
                     opt.step()
                 stats.append(s)
         it += 1
-        # FLOPs: rollout and 4 scoring passes (forward = 1/3 of training), PPO epochs, the ptx batches
-        n_tok = ro.tokens.numel()
-        flops += n_tok * (fpt_p + 2 * fpt_p + 2 * fpt_v) / 3 + hp.ppo_epochs * n_tok * (fpt_p + fpt_v)
-        flops += (len(stats) * cfg.ptx_batch_size * policy.cfg.block_size * fpt_p) if ptx is not None else 0
+        # FLOPs on real tokens: rollout and 4 scoring passes (forward = 1/3 of training), PPO epochs, ptx batches
+        n_real, n_resp = ro.attention_mask.sum().item(), ro.response_mask.sum().item()
+        pol = n_real * trunk_p + n_resp * head                                  # one policy pass, training FLOPs
+        flops += (3 * pol + 2 * n_real * trunk_v) / 3 + hp.ppo_epochs * (pol + n_real * trunk_v)
+        flops += (len(stats) * cfg.ptx_batch_size * policy.cfg.block_size * (trunk_p + head)) if ptx is not None else 0
         # 6. log: fixed names, samples, plain-words diagnostics
         m = {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}
         m.update({"objective/score": exp["score"].mean().item(), "objective/kl": exp["kl"].sum(1).mean().item(),

@@ -119,7 +119,7 @@ def main(cfg: Config) -> dict:
         print(f"kway_batch=false: {len(fit_cmp)} pairs shuffled as separate comparisons")
     rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
-    with autocast(cfg.dtype, device):  # sampling above stays float32 (no faster in bfloat16)
+    with autocast(cfg.dtype, device):  # sampling above stays float32
         fit_reward_model(rm, tok, fit_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
                          seed=cfg.seed, device=device, log=log)
 
@@ -145,7 +145,7 @@ def main(cfg: Config) -> dict:
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     # FLOPs: sampling (forward only, 1/3 of training per token) plus one training pass per epoch
     n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in fit_cmp for x in c["completions"])
-    flops = flops_per_token(rm.cfg) * n_tok * ((0 if cfg.comparisons else 1 / 3) + cfg.epochs)
+    flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if cfg.comparisons else 1 / 3) + cfg.epochs)
     print(f"done: bias {bias:+.3f} -> {ckpt}")
     return {"report": report, "ckpt": ckpt, "rm": rm, "bias": bias, "flops": flops}
 

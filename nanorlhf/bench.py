@@ -1,22 +1,28 @@
+"""How fast are the fast paths here? Each against its plain in-project reference, interleaved, in one process.
+
+    python -m nanorlhf.bench --preset=1m --json=out/bench.json       # about 2 minutes on 2 CPU cores
+    taskset -c 1 env OMP_NUM_THREADS=1 python -m nanorlhf.bench --preset=1m --json=out/bench_1core.json
+    python -m nanorlhf.bench --preset=tiny                            # seconds
+
+The bench pins nothing itself: the second line is how to measure one core alone (two torch
+processes on the same cores slow each other down many times over). Pairs, timed A, B, A, B, ...
+and each side's median kept, so a machine whose speed drifts moves both alike:
+
+  training step   --dtype autocast (bfloat16 where the CPU has it)   vs  float32
+  generation      the KV cache                                       vs  the whole prefix every step
+  PPO iteration   trimmed passes, length-grouped minibatches         vs  full-width passes, random minibatches
+  RM fit step     one forward pass for all the step's completions    vs  one forward pass per prompt
+
+The PPO iteration is the pipeline's: 64 episodes, 2 PPO epochs x 2 minibatches, policy, reference,
+RM and value of the model's size, prompts and responses of the world's lengths (prompts 4-72 tokens,
+about 23 on average, left-padded; responses 1-48, about 24). MFU is achieved training FLOP/s (on real
+tokens: model.flops_per_token) over the measured matmul peak of the dtype in use (both peaks printed).
 """
-How fast is the model here? Training tokens/s and MFU, generation tokens/s with and
-without the KV cache, and peak memory.
-
-    python -m nanorlhf.bench --preset=1m            # ~1M params, about 1-2 minutes on 2 CPU cores
-    python -m nanorlhf.bench --preset=tiny          # seconds
-
-It also times one PPO iteration (issue: episodes/s at batch 64, 32-token prompts,
-48-token responses, one epoch over one minibatch) and says where the time goes.
-
-MFU = achieved training FLOP/s / measured fp32 matmul FLOP/s of this device
-(nanorlhf.metrics.measure_matmul_peak), with FLOPs per token from
-model.flops_per_token (6N + 12 L C T + 6 C V, PaLM appendix B). The denominator is
-a measured peak, not the datasheet one, so it says how much of what torch.matmul
-can do here the whole training step (AdamW included) gets.
-"""
+from __future__ import annotations
 
 import dataclasses
-import resource
+import json
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -26,12 +32,13 @@ import torch
 import torch.nn.functional as F
 
 from nanorlhf.config import parse_config
-from nanorlhf.generate import generate
+from nanorlhf.device import resolve_device
+from nanorlhf.fileio import write_text
+from nanorlhf.generate import Rollout, generate
 from nanorlhf.metrics import measure_matmul_peak
-from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
+from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.optim import make_optimizer
-
-# -----------------------------------------------------------------------------
+from nanorlhf.precision import autocast, cpu_name, fast_bfloat16
 
 
 @dataclass
@@ -42,31 +49,37 @@ class BenchConfig:
     "attention heads"
     n_embd: int = 128
     "residual width"
-    block_size: int = 256
-    "context length of the model"
+    block_size: int = 128
+    "context length of the model (the pipeline's)"
     vocab_size: int = 2048
     "vocabulary size"
     attn: str = "manual"
     "attention path: manual or sdpa"
+    dtype: str = "auto"
+    "the fast paths' autocast: bfloat16, float32, or auto (bfloat16 where the device runs it natively)"
     train_batch: int = 16
     "training batch size (sequences)"
     train_len: int = 128
     "training sequence length"
-    train_steps: int = 10
-    "timed training steps (after 3 warm-up steps)"
     gen_batch: int = 64
     "generation batch size (prompts)"
     prompt_len: int = 32
     "prompt length for generation"
-    new_tokens: int = 128
+    new_tokens: int = 64
     "tokens sampled per prompt"
+    ppo_batch: int = 64
+    "episodes per PPO iteration"
     ppo_new_tokens: int = 48
-    "response length of the PPO benchmark"
+    "longest response of the PPO iteration"
+    reps: int = 3
+    "timed repetitions of each side of each pair (after one warm-up)"
+    json: str = ""
+    "write the figures to this JSON file"
     device: str = "auto"
     "cpu, cuda or auto"
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=64, vocab_size=64, train_len=32,
-                     train_steps=3, gen_batch=8, prompt_len=8, new_tokens=16, ppo_new_tokens=8),
+        "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=64, vocab_size=64, train_len=32, train_batch=4,
+                     gen_batch=8, prompt_len=8, new_tokens=8, ppo_batch=8, ppo_new_tokens=8, reps=1),
         "1m": {},
     }
 
@@ -76,114 +89,189 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def peak_memory_mb(device):
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux; whole process
+def interleaved(a, b, reps: int, device: str) -> tuple[float, float]:
+    """Median seconds of a() and of b(), timed alternately after one warm-up call of each."""
+    a(), b()
+    times = ([], [])
+    for _ in range(reps):
+        for f, out in ((a, times[0]), (b, times[1])):
+            _sync(device)
+            t = time.perf_counter()
+            f()
+            _sync(device)
+            out.append(time.perf_counter() - t)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 # -----------------------------------------------------------------------------
+# the four pairs
 
 
-def bench_train(cfg: GPTConfig, batch, seq_len, steps=10, device="cpu"):
-    """Training tokens/s of forward + backward + AdamW on random tokens; returns (tokens/s, FLOP/s)."""
+def bench_train(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
+    """Training tokens/s (forward, backward, AdamW) under dtype against float32."""
     model = GPT(cfg).to(device).train()
-    opt = make_optimizer(model, lr=1e-4)
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(cfg.vocab_size, (batch, seq_len + 1), generator=g).to(device)
+    opt = make_optimizer(model, lr=1e-6)
+    x = torch.randint(cfg.vocab_size, (b.train_batch, b.train_len + 1), generator=torch.Generator().manual_seed(0))
+    x = x.to(device)
 
-    def step():
-        logits = model(x[:, :-1])                                                   # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+    def step(dt):
+        with autocast(dt, device):
+            loss = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
-    for _ in range(3):
-        step()
-    _sync(device)
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    _sync(device)
-    dt = (time.perf_counter() - t) / steps
-    tps = batch * seq_len / dt
-    return tps, tps * flops_per_token(cfg, seq_len)
+    fast, plain = interleaved(lambda: step(dtype), lambda: step("float32"), b.reps, device)
+    tokens = b.train_batch * b.train_len
+    return {"tokens_per_s": tokens / fast, "plain_tokens_per_s": tokens / plain,
+            "flops_per_s": tokens * flops_per_token(cfg, b.train_len) / fast}
 
 
-def bench_generate(cfg: GPTConfig, batch, prompt_len, new_tokens, device="cpu"):
-    """Sampled tokens/s with and without the KV cache (no stop token: every row runs to the end)."""
+def bench_generate(cfg: GPTConfig, b: BenchConfig, device: str) -> dict:
+    """New tokens/s with the KV cache against the no-cache loop (no stop token: every row runs to the end)."""
     torch.manual_seed(0)
     model = GPT(cfg).to(device).eval()
-    g = torch.Generator().manual_seed(0)
-    prompts = torch.randint(cfg.vocab_size, (batch, prompt_len), generator=g).tolist()
-    out = {}
-    for use_cache in (True, False):
+    prompts = torch.randint(cfg.vocab_size, (b.gen_batch, b.prompt_len), generator=torch.Generator().manual_seed(0))
+
+    def run(cache):
+        generate(model, prompts.tolist(), b.new_tokens, generator=torch.Generator().manual_seed(0), use_cache=cache)
+
+    fast, plain = interleaved(lambda: run(True), lambda: run(False), b.reps, device)
+    n = b.gen_batch * b.new_tokens
+    return {"tokens_per_s": n / fast, "no_cache_tokens_per_s": n / plain, "speedup_vs_no_cache": plain / fast}
+
+
+def world_lengths(n: int, longest_prompt: int, longest_response: int, seed: int = 0):
+    """Prompt and response lengths shaped like the world's: most prompts short, a few long; responses spread."""
+    g = torch.Generator().manual_seed(seed)
+    prompt = (torch.exp(torch.randn(n, generator=g) * 0.6) * 20).round().clamp(4, longest_prompt).long()
+    response = torch.randint(1, longest_response + 1, (n,), generator=g)
+    return prompt.tolist(), response.tolist()
+
+
+def cut_responses(ro: Rollout, lengths: list[int], stop: int, pad: int) -> Rollout:
+    """Row i's response ends with the stop token at its lengths[i]-th token; everything after is padding."""
+    tokens, am, resp = ro.tokens.clone(), ro.attention_mask.clone(), ro.response_mask.clone()
+    P = ro.prompt_len
+    for i, n in enumerate(lengths):
+        tokens[i, P + n - 1], tokens[i, P + n:] = stop, pad
+        am[i, P + n:], resp[i, P + n:] = 0, 0
+    return Rollout(tokens, am, resp, ro.logprobs * resp, P, stop)
+
+
+def bench_ppo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
+    """Episodes/s of the pipeline's PPO iteration, trimmed and length-grouped against full width and random."""
+    from nanorlhf.experience import length_groups, make_experience, minibatch_loss
+    from nanorlhf.ppo import PPOConfig
+    torch.manual_seed(0)
+    policy, ref = GPT(cfg).to(device), GPT(cfg).to(device).eval()
+    rm, value = ScalarHeadModel(cfg).to(device).eval(), ScalarHeadModel(cfg).to(device)
+    opt = make_optimizer(torch.nn.ModuleList([policy, value]), lr=1e-6)
+    plen, rlen = world_lengths(b.ppo_batch, cfg.block_size - b.ppo_new_tokens, b.ppo_new_tokens)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(1, cfg.vocab_size - 1, (n,), generator=g).tolist() for n in plen]
+    stop = cfg.vocab_size - 1
+    times = {True: {"generate": [], "score": [], "update": []}, False: {"generate": [], "score": [], "update": []}}
+
+    def iteration(trim: bool):
+        hp = PPOConfig(trim_padding=trim, group_by_length=trim)
+        gen = torch.Generator().manual_seed(0)
+        t0 = time.perf_counter()
+        ro = cut_responses(generate(policy, prompts, b.ppo_new_tokens, generator=gen), rlen, stop, 0)
+        t1 = time.perf_counter()
+        with autocast(dtype, device):
+            exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=hp.beta, hp=hp)
         _sync(device)
-        t = time.perf_counter()
-        generate(model, prompts, new_tokens, generator=torch.Generator().manual_seed(0), use_cache=use_cache)
+        t2 = time.perf_counter()
+        for _ in range(hp.ppo_epochs):
+            groups = (length_groups(ro.attention_mask, hp.minibatch_size, gen) if hp.group_by_length
+                      else torch.randperm(len(prompts), generator=gen).split(hp.minibatch_size))
+            for idx in groups:
+                with autocast(dtype, device):
+                    loss, _ = minibatch_loss(policy, value, exp, idx, hp, None)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
         _sync(device)
-        out["cache" if use_cache else "naive"] = batch * new_tokens / (time.perf_counter() - t)
-    out["speedup"] = out["cache"] / out["naive"]
-    return out
+        t3 = time.perf_counter()
+        for k, dt in zip(("generate", "score", "update"), (t1 - t0, t2 - t1, t3 - t2)):
+            times[trim][k].append(dt)
+        real = ro.attention_mask.float().mean().item()
+        times[trim].setdefault("real_share", real)
+
+    fast, plain = interleaved(lambda: iteration(True), lambda: iteration(False), b.reps, device)
+    split = {f"{k}_s": statistics.median(v[1:]) for k, v in times[True].items() if k != "real_share"}
+    return {"episodes_per_s": b.ppo_batch / fast, "plain_episodes_per_s": b.ppo_batch / plain,
+            "speedup_vs_plain": plain / fast, "real_token_share": times[True]["real_share"], **split}
+
+
+class _WordTokenizer:
+    """A stand-in tokenizer for the RM bench: one token per word, ids from the word's hash."""
+    eot_id, user_id, assistant_id, pad_id = 0, 1, 2, 3
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        return [4 + sum(map(ord, w)) % (self.vocab_size - 4) for w in text.split()]
+
+
+def bench_rm(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
+    """RM fit steps/s (8 prompts, K = 4..9 each) in one forward pass under dtype, against per prompt in float32."""
+    from nanorlhf.reward import fit_reward_model
+    g = torch.Generator().manual_seed(2)
+    plen, rlen = world_lengths(64, 40, 48, seed=3)
+    words = lambda n: " ".join(f"w{int(x)}" for x in torch.randint(500, (n,), generator=g))
+    comps = [{"prompt": words(p), "completions": [words(int(n)) for n in torch.randint(1, 48, (int(k),), generator=g)],
+              "ranking": [[j] for j in range(int(k))]}
+             for p, k in zip(plen[:16], torch.randint(4, 10, (16,), generator=g))]
+    rm, tok = ScalarHeadModel(cfg).to(device), _WordTokenizer(cfg.vocab_size)
+
+    def fit(one_pass: bool, dt: str):
+        with autocast(dt, device):
+            fit_reward_model(rm, tok, comps, lr=1e-6, epochs=1, batch_prompts=8, seed=0, device=device,
+                             progress=False, one_pass=one_pass)
+
+    fast, plain = interleaved(lambda: fit(True, dtype), lambda: fit(False, "float32"), b.reps, device)
+    steps = len(comps) // 8
+    return {"steps_per_s": steps / fast, "plain_steps_per_s": steps / plain, "speedup_vs_plain": plain / fast}
 
 # -----------------------------------------------------------------------------
 
 
-def main(bench: BenchConfig):
-    device = bench.device if bench.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    cfg = GPTConfig(**{f.name: getattr(bench, f.name) for f in dataclasses.fields(GPTConfig)
-                       if f.name not in ("dropout",)})
+def main(b: BenchConfig) -> dict:
+    device = resolve_device(b.device)
+    dtype = b.dtype if b.dtype != "auto" else ("bfloat16" if fast_bfloat16(device) else "float32")
+    cfg = GPTConfig(**{f.name: getattr(b, f.name) for f in dataclasses.fields(GPTConfig) if f.name != "dropout"})
     n = count_params(GPT(cfg))
-    print(f"model: {n['total'] / 1e6:.2f}M params ({n['non_embedding'] / 1e6:.2f}M non-embedding), "
-          f"attn={cfg.attn}, device={device}, threads={torch.get_num_threads()}")
-    peak = measure_matmul_peak(device)
-    print(f"matmul peak (fp32, measured): {peak / 1e9:.1f} GFLOP/s")
-    tps, flops = bench_train(cfg, bench.train_batch, bench.train_len, bench.train_steps, device)
-    print(f"train {bench.train_batch}x{bench.train_len}: {tps:,.0f} tokens/s, "
-          f"{flops / 1e9:.1f} GFLOP/s, MFU {flops / peak:.1%}")
-    gen = bench_generate(cfg, bench.gen_batch, bench.prompt_len, bench.new_tokens, device)
-    print(f"generate batch {bench.gen_batch}, prompt {bench.prompt_len}, {bench.new_tokens} new: "
-          f"KV cache {gen['cache']:,.0f} tokens/s, naive {gen['naive']:,.0f} tokens/s, "
-          f"speed-up {gen['speedup']:.1f}x")
-    ppo = bench_ppo(cfg, bench.gen_batch, bench.prompt_len, bench.ppo_new_tokens, device)
-    print(f"PPO iteration, batch {bench.gen_batch}, prompt {bench.prompt_len}, {bench.ppo_new_tokens} new tokens, "
-          f"policy + reference + RM + value of this size: {ppo['episodes_per_s']:.1f} episodes/s "
-          f"(generate {ppo['generate_s']:.2f}s, score {ppo['score_s']:.2f}s, update {ppo['update_s']:.2f}s)")
-    print(f"peak memory: {peak_memory_mb(device):,.0f} MiB")
-    return dict(train_tokens_per_s=tps, mfu=flops / peak, **{f"gen_{k}": v for k, v in gen.items()},
-                **{f"ppo_{k}": v for k, v in ppo.items()})
-
-
-def bench_ppo(cfg: GPTConfig, batch: int = 64, prompt_len: int = 32, new_tokens: int = 48, device="cpu") -> dict:
-    """Episodes/s of one PPO iteration (policy, reference, RM and value all of size cfg): rollout with the
-    KV cache, scoring (4 forward passes), GAE, one PPO epoch over one minibatch of the whole batch."""
-    from nanorlhf.experience import make_experience, minibatch_loss
-    from nanorlhf.model import ScalarHeadModel
-    from nanorlhf.ppo import PPOConfig
-    torch.manual_seed(0)
-    policy, ref = GPT(cfg).to(device), GPT(cfg).to(device)
-    rm, value = ScalarHeadModel(cfg).to(device).eval(), ScalarHeadModel(cfg).to(device)
-    opt = make_optimizer(torch.nn.ModuleList([policy, value]), lr=1e-5)
-    hp = PPOConfig()
-    prompts = torch.randint(cfg.vocab_size, (batch, prompt_len), generator=torch.Generator().manual_seed(0)).tolist()
-    times = {"generate": 0.0, "score": 0.0, "update": 0.0}
-    for it in range(3):  # the first iteration warms up; the last two are timed
-        t0 = time.perf_counter()
-        ro = generate(policy, prompts, new_tokens, generator=torch.Generator().manual_seed(it))
-        t1 = time.perf_counter()
-        exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=hp.beta, hp=hp)
-        t2 = time.perf_counter()
-        loss, _ = minibatch_loss(policy, value, exp, torch.arange(batch), hp, None)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        _sync(device)
-        t3 = time.perf_counter()
-        if it:
-            for k, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2)):
-                times[k] += dt / 2
-    total = sum(times.values())
-    return {"episodes_per_s": batch / total, **{f"{k}_s": v for k, v in times.items()}}
+    cpu = cpu_name()
+    print(f"model: {n['total'] / 1e6:.2f}M params, attn={cfg.attn}, device={device} ({cpu}), "
+          f"threads={torch.get_num_threads()}, fast paths in {dtype} (native bfloat16: {fast_bfloat16(device)})")
+    peaks = {dt: measure_matmul_peak(device, dtype=dt) for dt in ("float32", "bfloat16")}
+    print("matmul peak (measured): " + ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in peaks.items()))
+    train = bench_train(cfg, b, dtype, device)
+    mfu = train["flops_per_s"] / peaks[dtype]
+    print(f"train {b.train_batch}x{b.train_len}: {dtype} {train['tokens_per_s']:,.0f} tokens/s (MFU {mfu:.1%} of the "
+          f"{dtype} peak), float32 {train['plain_tokens_per_s']:,.0f}")
+    gen = bench_generate(cfg, b, device)
+    print(f"generate batch {b.gen_batch}, prompt {b.prompt_len}, {b.new_tokens} new: KV cache "
+          f"{gen['tokens_per_s']:,.0f} tokens/s, no cache {gen['no_cache_tokens_per_s']:,.0f} "
+          f"({gen['speedup_vs_no_cache']:.1f}x)")
+    ppo = bench_ppo(cfg, b, dtype, device)
+    print(f"PPO iteration, {b.ppo_batch} episodes ({ppo['real_token_share']:.0%} of positions real): trimmed "
+          f"{ppo['episodes_per_s']:.1f} episodes/s (generate {ppo['generate_s']:.2f}s, score {ppo['score_s']:.2f}s, "
+          f"update {ppo['update_s']:.2f}s), full width {ppo['plain_episodes_per_s']:.1f} ({ppo['speedup_vs_plain']:.2f}x)")
+    rm = bench_rm(cfg, b, dtype, device)
+    print(f"RM fit, 8 prompts a step: one pass {rm['steps_per_s']:.2f} steps/s, per prompt in float32 "
+          f"{rm['plain_steps_per_s']:.2f} ({rm['speedup_vs_plain']:.2f}x)")
+    out = {"ppo_episodes_per_s": ppo["episodes_per_s"], "ppo_speedup_vs_plain": ppo["speedup_vs_plain"],
+           "gen_tokens_per_s": gen["tokens_per_s"], "gen_speedup_vs_no_cache": gen["speedup_vs_no_cache"],
+           "rm_speedup_vs_plain": rm["speedup_vs_plain"], "train_tokens_per_s": train["tokens_per_s"],
+           "train_mfu": mfu, "dtype": dtype, "cpu": cpu, "threads": torch.get_num_threads(),
+           "peak_flops": peaks, "train": train, "generate": gen, "ppo": ppo, "rm": rm}
+    if b.json:
+        write_text(b.json, json.dumps(out, indent=1))
+        print(f"-> {b.json}")
+    return out
 
 
 if __name__ == "__main__":

@@ -53,8 +53,13 @@ class CollectConfig:
 
 def sample_completions(policy, tok, prompts: list[str], ks: list[int], *, max_new_tokens: int, temperature: float,
                        batch: int, device, seed: int) -> list[list[str]]:
-    """K_i completions for prompt i from the policy, `batch` sequences at a time through the KV-cache engine."""
-    flat = [(i, p) for i, (p, k) in enumerate(zip(prompts, ks)) for _ in range(k)]
+    """K_i completions for prompt i from the policy, `batch` sequences at a time through the KV-cache engine.
+
+    The sequences go shortest prompt first (stable: prompt i's K_i in order), so a batch's left padding
+    stays short; which batch a row lands in changes its noise, not its distribution (generate.py).
+    """
+    ids = [chat_prompt(tok, p) for p in prompts]
+    flat = sorted(((i, ids[i]) for i, k in enumerate(ks) for _ in range(k)), key=lambda x: len(x[1]))
     out: list[list[str]] = [[] for _ in prompts]
     gen = torch.Generator().manual_seed(seed)
     bar = Progress(len(flat), "sample")
@@ -62,7 +67,7 @@ def sample_completions(policy, tok, prompts: list[str], ks: list[int], *, max_ne
         if s and (s // batch) % 20 == 0:
             print(bar.line(s))
         chunk = flat[s:s + batch]
-        ro = generate(policy, [chat_prompt(tok, p) for _, p in chunk], max_new_tokens,
+        ro = generate(policy, [p for _, p in chunk], max_new_tokens,
                       temperature=temperature, stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
         for (i, _), text in zip(chunk, response_texts(ro, tok)):
             out[i].append(text)

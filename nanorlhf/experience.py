@@ -18,6 +18,7 @@ import os
 import random
 
 import torch
+import torch.nn.functional as F
 
 from nanorlhf import ppo
 from nanorlhf.chat import chat_prompt
@@ -98,25 +99,105 @@ def rlhf_rewards(score, logprobs, ref_logprobs, response_mask, ended, beta, *, k
     return rewards, kl, score
 
 
+# -----------------------------------------------------------------------------
+# trimmed passes: only real tokens go through the models (hp.trim_padding; the plain path is the reference)
+
+
+def packing(attention_mask, rows):
+    """Where each of `rows`' real tokens lands when packed left-aligned: cols (b, L), valid (b, L) bool.
+
+    A rollout row is [left pad | prompt | response | right pad]: its real tokens are contiguous, so
+    packed position j of row i is column cols[i, j] = start_i + j. L is the longest row's real length,
+    so a group of rows of similar length carries little padding. Positions come from the attention
+    mask (model.py), so a packed row's outputs equal its unpacked ones (to float rounding).
+    """
+    am = attention_mask[rows].bool()                                        # (b, T)
+    start = am.long().argmax(1)                                             # (b,) first real column
+    n = am.sum(1)                                                           # (b,) real tokens
+    j = torch.arange(int(n.max()), device=am.device)                        # (L,)
+    valid = j[None] < n[:, None]                                            # (b, L)
+    cols = torch.where(valid, start[:, None] + j[None], 0)                  # (b, L)
+    return cols, valid
+
+
+def unpack(x, cols, valid, T: int):
+    """Packed per-token values (b, L) back to their columns (b, T); 0 off the real tokens."""
+    out = torch.zeros(x.size(0), T + 1, dtype=x.dtype, device=x.device)    # column T takes the padding
+    return out.scatter(1, torch.where(valid, cols, T), x)[:, :T]
+
+
+def response_logprobs(model, tokens, attention_mask, response_mask, temperature):
+    """ppo.token_logprobs(model(tokens), tokens) on the response positions only, 0 elsewhere.  # (B, T)
+
+    The unembedding (the costliest matmul at a 2k vocabulary) runs on the hidden states that predict a
+    response token and on nothing else. Also returns those positions' logits (n, V) for the entropy.
+    """
+    h = model.hidden(tokens, attention_mask)[:, :-1]                       # (B, T-1, C): h[:, t-1] predicts t
+    pick = response_mask[:, 1:].bool()                                      # (B, T-1)
+    logits = model.lm_head(h[pick])                                        # (n, V)
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
+    lp = logp.gather(-1, tokens[:, 1:][pick][:, None]).squeeze(-1)          # (n,)
+    out = torch.zeros(tokens.shape, dtype=lp.dtype, device=tokens.device)
+    out[:, 1:][pick] = lp
+    return out, logits
+
+
+def length_groups(attention_mask, size: int, generator=None) -> list[torch.Tensor]:
+    """Row indices in groups of `size`, sorted by real length (random tie-break), the groups in random order."""
+    n = attention_mask.sum(1).float()
+    noise = torch.rand(n.shape, generator=generator)
+    order = torch.argsort(n + 0.5 * noise)                                  # ties broken at random
+    groups = list(order.split(size))
+    perm = torch.randperm(len(groups), generator=generator).tolist()
+    return [groups[i] for i in perm]
+
+
+@torch.no_grad()
+def score_passes(policy, ref, rm, value, tokens, am, resp, hp: PPOConfig, rm_bias: float, chunk: int = 16):
+    """The four forward passes of steps 2-4, on length-sorted chunks of packed rows when hp.trim_padding.
+
+    Returns logprobs, ref_logprobs, values (B, T) and score (B,): the same as the plain full-width passes
+    (tests/test_trim.py), computed on the real tokens only.
+    """
+    temp = hp.scoring_temperature
+    if not (hp.trim_padding and hp.reward_at_last_token):  # plain path (and the last-column ablation): full width
+        was = policy.training
+        policy.eval()
+        logprobs = ppo.token_logprobs(policy(tokens, attention_mask=am), tokens, temp)              # (B, T)
+        policy.train(was)
+        ref_logprobs = ppo.token_logprobs(ref(tokens, attention_mask=am), tokens, temp)             # (B, T)
+        score = score_sequences(rm, tokens, am, resp, rm_bias, at_last_token=hp.reward_at_last_token)  # (B,)
+        values = ppo.align_values(value(tokens, attention_mask=am))                                 # (B, T)
+        return logprobs, ref_logprobs, values, score
+    B, T = tokens.shape
+    out = {k: torch.zeros(B, T, device=tokens.device) for k in ("logprobs", "ref_logprobs", "values")}
+    score = torch.zeros(B, device=tokens.device)
+    was = policy.training
+    policy.eval()
+    for rows in torch.argsort(am.sum(1)).split(chunk):                      # similar lengths together
+        cols, valid = packing(am, rows)
+        t, a, r = tokens[rows].gather(1, cols), valid.long(), resp[rows].gather(1, cols) * valid
+        out["logprobs"][rows] = unpack(response_logprobs(policy, t, a, r, temp)[0], cols, valid, T)
+        out["ref_logprobs"][rows] = unpack(response_logprobs(ref, t, a, r, temp)[0], cols, valid, T)
+        out["values"][rows] = unpack(ppo.align_values(value(t, attention_mask=a)), cols, valid, T)
+        score[rows] = score_sequences(rm, t, a, r, rm_bias)
+    policy.train(was)
+    return out["logprobs"], out["ref_logprobs"], out["values"], score
+
+
 @torch.no_grad()
 def make_experience(policy, ref, rm, value, ro: Rollout, *, rm_bias: float, beta: float, hp: PPOConfig) -> dict:
     """Steps 2-4: RM score at the last token, eq. 2's per-token rewards, values, GAE. beta is the controller's now."""
     tokens, am, resp = ro.tokens, ro.attention_mask, ro.response_mask
-    temp = hp.scoring_temperature
-    was = policy.training
-    policy.eval()
-    # the old policy's logprobs, recomputed by a forward pass (equal to the sampling ones: tested)
-    logprobs = ppo.token_logprobs(policy(tokens, attention_mask=am), tokens, temp)              # (B, T)
-    policy.train(was)
-    ref_logprobs = ppo.token_logprobs(ref(tokens, attention_mask=am), tokens, temp)             # (B, T)
-    # 2. score: r(x, y) read at the true last response token, demonstrations at 0 on average
-    score = score_sequences(rm, tokens, am, resp, rm_bias, at_last_token=hp.reward_at_last_token)  # (B,)
+    # the old policy's and pi_SFT's logprobs, recomputed by forward passes (the old ones equal the sampling
+    # ones: tested); 2. score: r(x, y) read at the true last response token, demonstrations at 0 on average;
+    # and the value model's predictions (step 4)
+    logprobs, ref_logprobs, values, score = score_passes(policy, ref, rm, value, tokens, am, resp, hp, rm_bias)
     ended = tokens.gather(1, ppo.last_token_index(resp)[:, None]).squeeze(1) == ro.stop_token  # (B,)
     # 3. InstructGPT eq. 2: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)), per token
     rewards, kl, score = rlhf_rewards(score, logprobs, ref_logprobs, resp, ended, beta, kl_in_reward=hp.kl_in_reward,
                                       kl_estimator=hp.kl_estimator, eos_penalty=hp.eos_penalty)    # (B, T)
-    # 4. values from the value model (initialised from the RM); GAE with gamma = 1
-    values = ppo.align_values(value(tokens, attention_mask=am))                                 # (B, T)
+    # 4. GAE with gamma = 1 on the value model's predictions (it started as the RM)
     advantages, returns = ppo.gae(rewards, values, resp, hp.gamma, hp.lam)
     if hp.whiten_advantages:
         advantages = ppo.masked_whiten(advantages, resp)
@@ -128,20 +209,28 @@ def make_experience(policy, ref, rm, value, ro: Rollout, *, rm_bias: float, beta
 def minibatch_loss(policy, value, exp, idx, hp: PPOConfig, ptx):
     """Step 5, one minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
     tokens, am, resp = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
-    logits = policy(tokens, attention_mask=am)                                     # (b, T, V)
-    logprobs = ppo.token_logprobs(logits, tokens, hp.scoring_temperature)          # (b, T)
-    pg_loss, s = ppo.policy_loss(logprobs, exp["logprobs"][idx], exp["advantages"][idx], resp, hp.clip)
+    if hp.trim_padding:  # the minibatch's real tokens only, packed left-aligned; the response positions' logits
+        cols, valid = packing(exp["attention_mask"], idx)
+        tokens, am, resp = tokens.gather(1, cols), valid.long(), resp.gather(1, cols) * valid      # (b, L)
+        old = {k: exp[k][idx].gather(1, cols) for k in ("logprobs", "ref_logprobs", "values", "returns", "advantages")}
+        logprobs, logits = response_logprobs(policy, tokens, am, resp, hp.scoring_temperature)   # (b, L)
+        entropy = ppo.entropy_from_logits(logits[None].detach(), torch.ones(1, len(logits), device=logits.device)).item()
+    else:
+        old = {k: exp[k][idx] for k in ("logprobs", "ref_logprobs", "values", "returns", "advantages")}
+        logits = policy(tokens, attention_mask=am)                                 # (b, T, V)
+        logprobs = ppo.token_logprobs(logits, tokens, hp.scoring_temperature)      # (b, T)
+        entropy = ppo.entropy_from_logits(logits[:, :-1].detach(), resp[:, 1:]).item()
+    pg_loss, s = ppo.policy_loss(logprobs, old["logprobs"], old["advantages"], resp, hp.clip)
     values = ppo.align_values(value(tokens, attention_mask=am))                    # (b, T)
-    vf_loss, vs = ppo.value_loss(values, exp["values"][idx], exp["returns"][idx], resp,
-                                 hp.clip if hp.clip_value else None)
+    vf_loss, vs = ppo.value_loss(values, old["values"], old["returns"], resp, hp.clip if hp.clip_value else None)
     loss = pg_loss + hp.vf_coef * vf_loss
     if not hp.kl_in_reward:  # ablation (GRPO-style): beta * KL estimate as a loss term
-        loss = loss + exp["beta"] * ppo.kl_loss(logprobs, exp["ref_logprobs"][idx], resp, hp.kl_estimator)
+        loss = loss + exp["beta"] * ppo.kl_loss(logprobs, old["ref_logprobs"], resp, hp.kl_estimator)
     s.update(vs)
     s = {"ppo/" + k: v for k, v in s.items()}
     s["ppo/policy_loss"], s["val/value_loss"] = pg_loss.item(), vf_loss.item()
-    s["val/explained_var"] = ppo.explained_variance(values.detach(), exp["returns"][idx], resp)
-    s["objective/entropy"] = ppo.entropy_from_logits(logits[:, :-1].detach(), resp[:, 1:]).item()
+    s["val/explained_var"] = ppo.explained_variance(values.detach(), old["returns"], resp)
+    s["objective/entropy"] = entropy
     if ptx is not None:
         # InstructGPT eq. 2: + gamma_ptx * E_pretrain[log pi_RL(x)]
         x, y = ptx.next()

@@ -115,7 +115,8 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     was_training = model.training
     model.eval()
     cache = KVCache(model.cfg, B, P + N, device=device) if use_cache else None
-    logits = model(tokens[:, :P], attention_mask[:, :P], kv_cache=cache)[:, -1]  # (B, V) prefill
+    # prefill; the unembedding runs only where the next token is read (last_only)
+    logits = model(tokens[:, :P], attention_mask[:, :P], kv_cache=cache, last_only=True)[:, -1]  # (B, V)
     for t in range(N):
         # 1. the sampling distribution, and a draw from it
         logits = filter_logits(logits.float(), temperature, top_k, top_p)
@@ -136,7 +137,7 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
         if use_cache:
             logits = model(tokens[:, col:col + 1], attention_mask[:, :col + 1], kv_cache=cache)[:, -1]
         else:
-            logits = model(tokens[:, :col + 1], attention_mask[:, :col + 1])[:, -1]
+            logits = model(tokens[:, :col + 1], attention_mask[:, :col + 1], last_only=True)[:, -1]
     model.train(was_training)
     return Rollout(tokens, attention_mask, response_mask, logprobs, P, stop_token)
 

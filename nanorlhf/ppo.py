@@ -79,6 +79,11 @@ class PPOConfig:
     """value function starts from the RM (paper) or from the SFT trunk with a fresh head ("sft")"""
     logprob_temperature: float = 0.0
     """temperature of the log-probs in KL and ratio; 0 = the sampling temperature (consistent)"""
+    # speed: the same quantities, less computed on padding (tests/test_trim.py)
+    trim_padding: bool = True
+    """scoring and update passes on packed real tokens, unembedding on response positions only; False: full width"""
+    group_by_length: bool = True
+    """minibatches of episodes of similar length (less padding when trimmed); False: uniformly random"""
 
     def __post_init__(self):
         if self.value_init not in ("rm", "sft"):

@@ -29,3 +29,32 @@ def autocast(dtype: str, device: str = "cpu"):
     # cache_enabled=False: autocast's cache of bfloat16 weight copies lives until the outermost context exits,
     # so a context held across optimiser steps would feed every later forward the weights of the first one
     return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, cache_enabled=False)
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux /proc/cpuinfo; platform.processor() elsewhere)."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def fast_bfloat16(device: str = "cpu") -> bool:
+    """Whether bfloat16 matmuls run natively here: a GPU that supports them, or a CPU with AVX512-BF16 or AMX.
+
+    Detected, not assumed: CPUs of one cloud machine type differ, and without these instructions
+    bfloat16 is emulated and slower than float32.
+    """
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags

@@ -135,9 +135,11 @@ def comparison_texts(comparisons: list[dict]) -> tuple[list[str], list[str], lis
 
 
 def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int, batch_prompts: int,
-                     seed: int, device, log=None, progress: bool = True) -> list[float]:
+                     seed: int, device, log=None, progress: bool = True, one_pass: bool = True) -> list[float]:
     """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits).
 
+    one_pass scores all the step's completions (every prompt's K) in one forward pass, longest-first
+    padding shared; False runs one forward per prompt (the plain path; the same loss to float rounding).
     A non-finite step is skipped and counted; 3 in a row stop the fit (nanorlhf/guard.py).
     """
     from nanorlhf.guard import NonFiniteGuard
@@ -153,8 +155,12 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
         for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
             batch = [train[i] for i in idx.tolist()]
-            rewards = [score_texts(rm, tok, [c["prompt"]] * len(c["completions"]), c["completions"], device)
-                       for c in batch]                                                                 # (K_i,) each
+            if one_pass:
+                prompts, texts, ks = comparison_texts(batch)
+                rewards = list(score_texts(rm, tok, prompts, texts, device, batch=len(texts)).split(ks))  # (K_i,) each
+            else:
+                rewards = [score_texts(rm, tok, [c["prompt"]] * len(c["completions"]), c["completions"], device)
+                           for c in batch]                                                             # (K_i,) each
             loss = rm_batch_loss(rewards, [ranking_to_ranks(c["ranking"]) for c in batch],
                                  [c.get("weight", 1.0) for c in batch])
             opt.zero_grad(set_to_none=True)

@@ -38,11 +38,12 @@ class CountingModel(nn.Module):
         self.dummy = nn.Parameter(torch.zeros(1))  # so generate can find the device
         self.calls = 0
 
-    def forward(self, idx, attention_mask=None, kv_cache=None):
+    def forward(self, idx, attention_mask=None, kv_cache=None, last_only=False):
         self.calls += 1
         if kv_cache is not None:
             kv_cache.pos += idx.size(1)
-        return 100.0 * nn.functional.one_hot((idx + 1) % 64, 64).float()  # (B, T, V)
+        out = 100.0 * nn.functional.one_hot((idx + 1) % 64, 64).float()  # (B, T, V)
+        return out[:, -1:] if last_only else out
 
 # -----------------------------------------------------------------------------
 
@@ -168,9 +169,16 @@ def test_top_k_one_samples_the_argmax_with_logprob_zero():
     assert (topk.logprobs == 0).all()
 
 
-def test_bench_runs_on_tiny():
-    """python -m nanorlhf.bench --preset=tiny runs end to end and reports finite, positive figures."""
+def test_bench_runs_on_tiny(tmp_path):
+    """python -m nanorlhf.bench --preset=tiny runs end to end and writes the JSON keys with finite, positive
+    figures, each fast path measured beside its plain reference."""
+    import json
+
     from nanorlhf.bench import BenchConfig, main
     from nanorlhf.config import parse_config
-    out = main(parse_config(BenchConfig, ["--preset=tiny", "--train_steps=1", "--new_tokens=4"]))
-    assert all(v > 0 and v == v for v in out.values())
+    path = tmp_path / "bench.json"
+    out = main(parse_config(BenchConfig, ["--preset=tiny", f"--json={path}"]))
+    keys = ("ppo_episodes_per_s", "ppo_speedup_vs_plain", "gen_tokens_per_s", "gen_speedup_vs_no_cache",
+            "rm_speedup_vs_plain", "train_tokens_per_s", "train_mfu")
+    assert json.loads(path.read_text()).keys() >= set(keys) | {"dtype", "cpu"}
+    assert all(out[k] > 0 and out[k] == out[k] for k in keys) and out["dtype"] in ("float32", "bfloat16")

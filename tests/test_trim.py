@@ -1,0 +1,114 @@
+"""The fast paths compute the plain paths' quantities: packed PPO passes, the one-pass RM fit.
+
+Each fast path computes less on padding; the plain path (full width, one forward per prompt)
+stays as the reference, and these tests hold the two equal to float rounding.
+"""
+import dataclasses
+
+import torch
+
+from nanorlhf import ppo
+from nanorlhf.experience import (length_groups, make_experience, minibatch_loss, packing, response_logprobs,
+                                 score_passes, unpack)
+from nanorlhf.generate import generate
+from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
+from nanorlhf.ppo import PPOConfig
+
+MC = GPTConfig(vocab_size=17, block_size=32, n_layer=2, n_head=2, n_embd=16)
+STOP, PAD = 16, 0
+
+
+def models():
+    torch.manual_seed(0)
+    policy, ref = GPT(MC), GPT(MC)
+    return policy, ref, ScalarHeadModel(MC), ScalarHeadModel(MC)
+
+
+def rollout(policy, n=12):
+    """Prompts of 1..6 tokens, responses of 1..10 (some stop early, some are cut off)."""
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(1, STOP, (int(k),), generator=g).tolist() for k in torch.randint(1, 7, (n,), generator=g)]
+    return generate(policy, prompts, 10, stop_token=STOP, pad_id=PAD, generator=g)
+
+
+def test_packing_left_aligns_each_rows_real_tokens():
+    """Packed row i holds row i's real tokens from position 0, in order; unpack puts values back in their columns."""
+    am = torch.tensor([[0, 0, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0], [0, 1, 1, 0, 0, 0]])
+    cols, valid = packing(am, torch.tensor([0, 2]))
+    assert cols.tolist() == [[2, 3, 4], [1, 2, 0]] and valid.tolist() == [[True] * 3, [True, True, False]]
+    x = torch.arange(1.0, 7.0).view(2, 3)
+    assert unpack(x, cols, valid, 6).tolist() == [[0, 0, 1, 2, 3, 0], [0, 4, 5, 0, 0, 0]]
+
+
+def test_response_logprobs_equal_full_logprobs_on_response_positions():
+    """The unembedding on response positions alone gives ppo.token_logprobs there, and 0 elsewhere."""
+    policy = models()[0].eval()
+    ro = rollout(policy)
+    with torch.no_grad():
+        fast, _ = response_logprobs(policy, ro.tokens, ro.attention_mask, ro.response_mask, 0.7)
+        full = ppo.token_logprobs(policy(ro.tokens, attention_mask=ro.attention_mask), ro.tokens, 0.7)
+    resp = ro.response_mask.bool()
+    assert torch.allclose(fast[resp], full[resp], atol=1e-5) and (fast[~resp] == 0).all()
+
+
+def test_trimmed_scoring_equals_the_full_width_passes():
+    """Log-probs of policy and reference, values and RM scores from packed chunks equal the full-width ones."""
+    policy, ref, rm, value = models()
+    ro = rollout(policy)
+    args = (policy, ref, rm, value, ro.tokens, ro.attention_mask, ro.response_mask)
+    fast = score_passes(*args, PPOConfig(), 0.3, chunk=5)
+    plain = score_passes(*args, PPOConfig(trim_padding=False), 0.3)
+    resp = ro.response_mask.bool()
+    for f, p in zip(fast[:3], plain[:3]):
+        assert torch.allclose(f[resp], p[resp], atol=1e-5)
+    assert torch.allclose(fast[3], plain[3], atol=1e-5)
+    assert ro.attention_mask.float().mean() < 0.8                      # the batch does carry padding
+
+
+def test_trimmed_minibatch_loss_and_gradients_equal_the_plain_ones():
+    """One minibatch's loss, statistics and gradients agree packed and full width (advantages from the same exp)."""
+    policy, ref, rm, value = models()
+    ro = rollout(policy)
+    hp = PPOConfig()
+    exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=0.1, hp=hp)
+    # a changed policy, so the ratio is not 1 and the clip is live
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    idx = torch.tensor([0, 3, 4, 7, 9])
+    out = {}
+    for trim in (True, False):
+        policy.zero_grad(), value.zero_grad()
+        loss, stats = minibatch_loss(policy, value, exp, idx, dataclasses.replace(hp, trim_padding=trim), None)
+        loss.backward()
+        out[trim] = (loss.item(), stats, [p.grad.clone() for p in policy.parameters()])
+    assert abs(out[True][0] - out[False][0]) < 1e-5
+    for k in ("ppo/clipfrac", "ppo/ratio_mean", "objective/entropy", "val/explained_var"):
+        assert abs(out[True][1][k] - out[False][1][k]) < 1e-4, k
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(out[True][2], out[False][2]))
+
+
+def test_length_groups_cover_every_row_once_with_similar_lengths():
+    """Minibatches grouped by length hold every episode once; within a group lengths are close."""
+    am = (torch.arange(20)[None] < torch.randint(1, 21, (32,))[:, None]).long()
+    groups = length_groups(am, 8, torch.Generator().manual_seed(0))
+    assert sorted(torch.cat(groups).tolist()) == list(range(32)) and all(len(g) == 8 for g in groups)
+    spread = max((am[g].sum(1).max() - am[g].sum(1).min()).item() for g in groups)
+    assert spread < (am.sum(1).max() - am.sum(1).min()).item()
+
+
+def test_one_pass_rm_fit_equals_the_per_prompt_fit(stages):
+    """The RM fit with all of a step's completions in one forward pass follows the per-prompt fit's losses."""
+    import copy
+    import os
+
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.comparisons import load_comparisons
+    from nanorlhf.reward import fit_reward_model
+    rm0, tok, _ = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
+    comps = load_comparisons(os.path.join(stages["out"], "rm", "comparisons.jsonl"))[:12]
+    losses = {one_pass: fit_reward_model(copy.deepcopy(rm0), tok, comps, lr=1e-3, epochs=1, batch_prompts=4, seed=0,
+                                         device="cpu", progress=False, one_pass=one_pass)
+              for one_pass in (True, False)}
+    assert len(losses[True]) == 3
+    assert torch.allclose(torch.tensor(losses[True]), torch.tensor(losses[False]), atol=1e-5)
