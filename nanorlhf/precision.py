@@ -3,8 +3,10 @@
 Under bfloat16 autocast the matrix multiplies run in bfloat16 while the weights,
 the optimiser state, LayerNorm, softmax, log-softmax and the losses stay in float32
 (torch's autocast op lists); on a CPU with AVX512-BF16 a training step of the 1m
-model runs about 1.5x faster (README, the main job's runtime). Sampling gains nothing (its small
-matmuls are bound by overhead), so generation always runs in float32.
+model runs about 1.5-1.7x faster (README, speed section: `python -m nanorlhf.bench`).
+Sampling loses (its small matmuls are bound by overhead, and the casts add to it), so
+generation always runs in float32. `fast_bfloat16` detects native bfloat16 rather than
+assume it; `cpu_name` names the processor beside every timing.
 
 Example:
     with autocast("bfloat16", "cpu"):
