@@ -1,7 +1,6 @@
 """Reward-model loss (InstructGPT eq. 1) on plain tensors: no model needed."""
 
 import math
-from itertools import combinations
 
 import pytest
 import torch

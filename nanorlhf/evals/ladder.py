@@ -21,7 +21,7 @@ import torch
 
 from nanorlhf.chat import chat_prompt
 from nanorlhf.evals.context import Section
-from nanorlhf.evals.preference import sample_responses, wilson, win_rate
+from nanorlhf.evals.preference import sample_responses, win_rate
 from nanorlhf.generate import generate, response_texts
 from nanorlhf.jsonl import DEMO, PROMPT, read_jsonl
 from nanorlhf.labelers import TRAIN_INSTRUCTIONS, with_instructions
