@@ -159,10 +159,9 @@ def score_passes(policy, ref, rm, value, tokens, am, resp, hp: PPOConfig, rm_bia
     Returns logprobs, ref_logprobs, values (B, T) and score (B,): the same as the plain full-width passes
     (tests/test_trim.py), computed on the real tokens only.
     """
-    temp = hp.scoring_temperature
+    temp, was = hp.scoring_temperature, policy.training
+    policy.eval()  # the old policy's log-probs without dropout, as sampled
     if not (hp.trim_padding and hp.reward_at_last_token):  # plain path (and the last-column ablation): full width
-        was = policy.training
-        policy.eval()
         logprobs = ppo.token_logprobs(policy(tokens, attention_mask=am), tokens, temp)              # (B, T)
         policy.train(was)
         ref_logprobs = ppo.token_logprobs(ref(tokens, attention_mask=am), tokens, temp)             # (B, T)
@@ -172,8 +171,6 @@ def score_passes(policy, ref, rm, value, tokens, am, resp, hp: PPOConfig, rm_bia
     B, T = tokens.shape
     out = {k: torch.zeros(B, T, device=tokens.device) for k in ("logprobs", "ref_logprobs", "values")}
     score = torch.zeros(B, device=tokens.device)
-    was = policy.training
-    policy.eval()
     for rows in torch.argsort(am.sum(1)).split(chunk):                      # similar lengths together
         cols, valid = packing(am, rows)
         t, a, r = tokens[rows].gather(1, cols), valid.long(), resp[rows].gather(1, cols) * valid
