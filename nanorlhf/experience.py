@@ -152,20 +152,46 @@ def length_groups(attention_mask, size: int, generator=None) -> list[torch.Tenso
     return [groups[i] for i in perm]
 
 
+def with_end_token(tokens, am, resp, stop_token: int, block_size: int):
+    """The RM's view of a rollout: every cut-off response with <|endoftext|> appended.  # 3 x (B, <= T+1)
+
+    The RM was trained on completions that end with the end token (reward.encode_texts); read at the
+    last content token of a response cut at max_new_tokens, it scores it lower than the same text in
+    the trained format: a hidden length penalty. A row that the token takes past block_size drops its
+    first real token, as encode_texts drops a long prompt's start.
+    """
+    B = tokens.size(0)
+    grow = lambda x: torch.cat([x, x.new_zeros(B, 1)], 1)                  # room for the token
+    t, a, r = grow(tokens), grow(am), grow(resp)
+    last = ppo.last_token_index(resp)                                       # (B,)
+    cut = (tokens.gather(1, last[:, None]).squeeze(1) != stop_token).nonzero().squeeze(1)
+    t[cut, last[cut] + 1], a[cut, last[cut] + 1], r[cut, last[cut] + 1] = stop_token, 1, 1
+    over = (a.sum(1) > block_size).nonzero().squeeze(1)
+    a[over, a[over].argmax(1)] = 0                                          # first real token of each
+    if t.size(1) > block_size:  # keep block_size columns: drop column 0, or the free last one where 0 is real
+        cols = torch.arange(block_size, device=t.device)[None] + (a[:, 0] == 0).long()[:, None]  # (B, block)
+        t, a, r = t.gather(1, cols), a.gather(1, cols), r.gather(1, cols)
+    return t, a, r
+
+
 @torch.no_grad()
-def score_passes(policy, ref, rm, value, tokens, am, resp, hp: PPOConfig, rm_bias: float, chunk: int = 16):
+def score_passes(policy, ref, rm, value, tokens, am, resp, hp: PPOConfig, rm_bias: float, chunk: int = 16,
+                 stop_token: int | None = None):
     """The four forward passes of steps 2-4, on length-sorted chunks of packed rows when hp.trim_padding.
 
     Returns logprobs, ref_logprobs, values (B, T) and score (B,): the same as the plain full-width passes
-    (tests/test_trim.py), computed on the real tokens only.
+    (tests/test_trim.py), computed on the real tokens only. With stop_token, the RM reads each cut-off
+    response with the end token appended (with_end_token), the format it was trained on.
     """
+    rm_in = (tokens, am, resp) if stop_token is None else with_end_token(tokens, am, resp, stop_token,
+                                                                         rm.cfg.block_size)
     temp, was = hp.scoring_temperature, policy.training
     policy.eval()  # the old policy's log-probs without dropout, as sampled
     if not (hp.trim_padding and hp.reward_at_last_token):  # plain path (and the last-column ablation): full width
         logprobs = ppo.token_logprobs(policy(tokens, attention_mask=am), tokens, temp)              # (B, T)
         policy.train(was)
         ref_logprobs = ppo.token_logprobs(ref(tokens, attention_mask=am), tokens, temp)             # (B, T)
-        score = score_sequences(rm, tokens, am, resp, rm_bias, at_last_token=hp.reward_at_last_token)  # (B,)
+        score = score_sequences(rm, *rm_in, rm_bias, at_last_token=hp.reward_at_last_token)          # (B,)
         values = ppo.align_values(value(tokens, attention_mask=am))                                 # (B, T)
         return logprobs, ref_logprobs, values, score
     B, T = tokens.shape
@@ -177,7 +203,9 @@ def score_passes(policy, ref, rm, value, tokens, am, resp, hp: PPOConfig, rm_bia
         out["logprobs"][rows] = unpack(response_logprobs(policy, t, a, r, temp)[0], cols, valid, T)
         out["ref_logprobs"][rows] = unpack(response_logprobs(ref, t, a, r, temp)[0], cols, valid, T)
         out["values"][rows] = unpack(ppo.align_values(value(t, attention_mask=a)), cols, valid, T)
-        score[rows] = score_sequences(rm, t, a, r, rm_bias)
+        cols, valid = packing(rm_in[1], rows)
+        t, r = rm_in[0][rows].gather(1, cols), rm_in[2][rows].gather(1, cols) * valid
+        score[rows] = score_sequences(rm, t, valid.long(), r, rm_bias)
     policy.train(was)
     return out["logprobs"], out["ref_logprobs"], out["values"], score
 
@@ -189,7 +217,9 @@ def make_experience(policy, ref, rm, value, ro: Rollout, *, rm_bias: float, beta
     # the old policy's and pi_SFT's logprobs, recomputed by forward passes (the old ones equal the sampling
     # ones: tested); 2. score: r(x, y) read at the true last response token, demonstrations at 0 on average;
     # and the value model's predictions (step 4)
-    logprobs, ref_logprobs, values, score = score_passes(policy, ref, rm, value, tokens, am, resp, hp, rm_bias)
+    # (a cut-off response is scored with the end token appended: the RM's trained format)
+    logprobs, ref_logprobs, values, score = score_passes(policy, ref, rm, value, tokens, am, resp, hp, rm_bias,
+                                                         stop_token=ro.stop_token)
     ended = tokens.gather(1, ppo.last_token_index(resp)[:, None]).squeeze(1) == ro.stop_token  # (B,)
     # 3. InstructGPT eq. 2: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)), per token
     rewards, kl, score = rlhf_rewards(score, logprobs, ref_logprobs, resp, ended, beta, kl_in_reward=hp.kl_in_reward,

@@ -335,7 +335,8 @@ def test_value_loss_without_clip_is_plain_mse():
 
 
 def _experience(**switches):
-    """make_experience on a hand-made rollout: row 0 ends with the stop token, row 1 was cut off."""
+    """make_experience on a hand-made rollout (row 0 ends with the stop token, row 1 was cut off), and the RM's
+    outputs on it with the stop token appended to row 1."""
     from nanorlhf.experience import make_experience
     from nanorlhf.generate import Rollout
     from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
@@ -349,8 +350,9 @@ def _experience(**switches):
     resp[:, :2] = 0                                                         # prompts are 2 tokens
     ro = Rollout(tokens, am, resp, torch.zeros(2, 6), 2, stop)
     hp = ppo.PPOConfig(**switches)
-    with torch.no_grad():
-        rm_out = rm(tokens, attention_mask=am)                                 # (B, T)
+    with torch.no_grad():  # the RM reads the cut-off row with the stop token appended (its trained format)
+        grown = torch.cat([tokens, torch.tensor([[pad], [stop]])], 1), torch.cat([am, torch.tensor([[0], [1]])], 1)
+        rm_out = rm(grown[0], attention_mask=grown[1])                         # (B, T+1)
     return make_experience(policy, policy, rm, rm, ro, rm_bias=0.0, beta=0.1, hp=hp), rm_out
 
 
@@ -358,7 +360,7 @@ def test_eos_penalty_and_reward_column_switches():
     """eos_penalty lowers only the cut-off row's score; reward_at_last_token=False reads the final column;
     whiten_advantages=False leaves the advantages unnormalised."""
     base, rm_out = _experience()
-    assert torch.allclose(base["score"], torch.stack([rm_out[0, 3], rm_out[1, 5]]))
+    assert torch.allclose(base["score"], torch.stack([rm_out[0, 3], rm_out[1, 6]]))
     pen, _ = _experience(eos_penalty=1.0)
     assert torch.allclose(pen["score"], base["score"] - torch.tensor([0.0, 1.0]))
     col, _ = _experience(reward_at_last_token=False)

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.experience import make_experience, minibatch_loss
+from nanorlhf.experience import make_experience, minibatch_loss, score_passes
 from nanorlhf.generate import Rollout
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
 from nanorlhf.ppo import PPOConfig
@@ -48,9 +48,9 @@ def logprobs_by_hand(model, ro):
 
 def test_rewards_reaching_gae_are_score_minus_beta_kl():
     """With policy != reference, the per-token rewards are -beta * (log pi - log pi_ref) on response tokens plus the
-    RM score at the true last token, and GAE (gamma = lam = 1, no whitening) returns their sum from the first
+    RM score at the true last token (placed there), and GAE (gamma = lam = 1, no whitening) returns their sum from the first
     response token: score - beta * sum(log pi - log pi_ref). Swapping pi and pi_ref, flipping the sign or reading
-    the score elsewhere fails it."""
+    the score elsewhere fails it. The RM reads the cut-off row with STOP appended, the format it was trained on."""
     policy, ref, rm, value = models()
     ro, beta = hand_rollout(), 0.3
     hp = PPOConfig(lam=1.0, gamma=1.0, whiten_advantages=False)
@@ -58,14 +58,34 @@ def test_rewards_reaching_gae_are_score_minus_beta_kl():
     kl = (logprobs_by_hand(policy, ro) - logprobs_by_hand(ref, ro)) * ro.response_mask       # (B, T)
     assert kl.abs().sum() > 0.1                                                               # they differ
     with torch.no_grad():
-        head = rm(ro.tokens, attention_mask=ro.attention_mask)                               # (B, T)
+        ended_row = rm(ro.tokens[:1], attention_mask=ro.attention_mask[:1])[0, 5]            # its STOP token
+        cut_row = rm(torch.tensor([[7, 8, 9, 1, 2, 3, 4, STOP]]))[0, 7]                      # STOP appended
     last = torch.tensor([5, 6])                                                               # true last tokens
-    score = head[torch.arange(2), last] - 0.25                                                # (B,)
+    score = torch.stack([ended_row, cut_row]) - 0.25                                          # (B,)
     expected = -beta * kl
     expected[torch.arange(2), last] += score
     assert torch.allclose(exp["rewards"], expected, atol=1e-5)
     assert torch.allclose(exp["returns"][:, 3], score - beta * kl.sum(1), atol=1e-5)      # what GAE saw
     assert torch.allclose(exp["kl"], kl, atol=1e-5)
+
+
+def test_rm_reads_a_cut_response_with_the_end_token_appended():
+    """A response cut at max_new_tokens is scored as if it ended with STOP, the format of every RM training
+    completion (reward.encode_texts), on the trimmed and the plain path alike; a row that fills the block
+    drops its first token for it, as encode_texts drops a long prompt's start. An ended row is unchanged."""
+    policy, ref, rm, value = models()
+    full = torch.arange(1, 17) % 11 + 1                                                       # 16 tokens, no STOP
+    tokens = torch.stack([torch.cat([torch.tensor([PAD] * 10), torch.tensor([3, 4, 5, 6, 5, STOP])]), full])
+    am = torch.stack([(tokens[0] != PAD).long(), torch.ones(16, dtype=torch.long)])
+    resp = torch.zeros(2, 16, dtype=torch.long)
+    resp[:, 13:] = 1
+    with torch.no_grad():
+        want = torch.stack([rm(tokens[:1, 10:])[0, -1], rm(torch.cat([full[1:], torch.tensor([STOP])])[None])[0, -1]])
+    for trim in (True, False):
+        hp = PPOConfig(trim_padding=trim)
+        score = score_passes(policy, ref, rm, value, tokens, am, resp, hp, 0.0, stop_token=STOP)[3]
+        assert torch.allclose(score, want, atol=1e-5), trim
+        assert not torch.allclose(score_passes(policy, ref, rm, value, tokens, am, resp, hp, 0.0)[3], want, atol=1e-3)
 
 
 def test_eos_penalty_lowers_only_the_cut_off_reward():
