@@ -14,7 +14,7 @@ Suites (--suite=NAME):
     python evaluate.py --suite=all                                  # on the small pipeline's outputs
     python evaluate.py --suite=knowledge --policies=gpt=out/small/base_1m/ckpt.pt
     python evaluate.py --suite=preference --seed=1 --labeler_seed=1 # another sample, another labeler draw
-    python evaluate.py --suite=preference --samples=4               # 4 responses a prompt: a narrower interval
+    python evaluate.py --suite=preference --samples=1               # 1 response a prompt: faster, a wider interval
     python evaluate.py --suite=preference --split=val               # validation prompts, to choose runs by
 
 Writes out_dir/<suite>.json and prints a table.
@@ -63,8 +63,9 @@ class Config:
     """seed for sampling responses"""
     split: str = "test"
     """--suite=preference: test prompts (to report) or val prompts (to choose a run or a hyperparameter by)"""
-    samples: int = 1
-    """--suite=preference: responses per prompt and policy (seeds seed, seed+1, ...); more give a narrower interval"""
+    samples: int = 4
+    """--suite=preference and ladder: responses per prompt and policy; more give a narrower interval (the ladder's
+    verdicts use them, as the pipeline's do)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool (another draw of the held-out labelers)"""
     sizes: str = "1m,100k"
@@ -147,7 +148,7 @@ def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
 def ladder(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     """The pipeline's ladder from its run folder (out_dir), with this run's seeds, into out_dir/ladder_seed*/."""
     from nanorlhf.evals.context import EvalContext
-    from nanorlhf.evals.ladder import ladder_policies, ladder_section
+    from nanorlhf.evals.ladder import ladder_policies, ladder_sections
     from nanorlhf.model import count_params
     names = cfg.sizes.split(",")
     folder = os.path.join(cfg.out_dir, f"ladder_seed{cfg.seed}_labelers{cfg.labeler_seed}")
@@ -155,10 +156,12 @@ def ladder(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     ctx = EvalContext(judge, cfg.data_dir, folder, ladder_policies(cfg.out_dir, names), rm=cfg.rm,
                       device=device, seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_prompts)
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
-    sec = ladder_section(ctx, params, reference=f"sft_{names[0]}", champion=f"ppo_ptx_{names[0]}")
-    print(sec.markdown)
+    sec, says = ladder_sections(ctx, params, reference=f"sft_{names[0]}", champion=f"ppo_ptx_{names[0]}",
+                                samples=cfg.samples)
+    md = f"{sec.markdown}\n\n## {says.title}\n\n{says.markdown}"
+    print(md)
     with open(os.path.join(folder, "ladder.md"), "w") as f:
-        f.write(sec.markdown)
+        f.write(md)
     return sec.data
 
 

@@ -15,6 +15,7 @@ and the frontier section.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ import train_rm
 import train_sft
 from experiments import iterated
 from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.evals.context import Section
+from nanorlhf.fileio import write_text
 from nanorlhf.lineage import PLANS, pipeline_frontier
 from nanorlhf.report import stage_flops, write_report
 from nanorlhf.stages import Stages
@@ -166,7 +169,8 @@ def main(cfg: Config) -> dict:
 
     # 5. evaluation: the ladder, then the suites, then report.md
     from nanorlhf.evals.context import EvalContext
-    from nanorlhf.evals.ladder import ladder_policies, ladder_section
+    from nanorlhf.evals.findings import findings_markdown, run_findings
+    from nanorlhf.evals.ladder import ladder_policies, ladder_sections
     from nanorlhf.evals.suites import suite_sections
     from nanorlhf.device import resolve_device
     from nanorlhf.judge import Judge
@@ -176,7 +180,7 @@ def main(cfg: Config) -> dict:
     ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, policies, rm=f"{out}/rm/ckpt.pt",
                       device=resolve_device(cfg.device), seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
-    sections = [ladder_section(ctx, params, reference=f"sft_{big}", champion=f"ppo_ptx_{big}")]
+    sections = ladder_sections(ctx, params, reference=f"sft_{big}", champion=f"ppo_ptx_{big}")
     sections += suite_sections(ctx, cfg.suites, big)  # the safety and capability suites on the largest size
     if sweep_runs:
         from nanorlhf.evals.alignment_tax import sweep_sections
@@ -185,6 +189,10 @@ def main(cfg: Config) -> dict:
         sections.append(pipeline_frontier(ctx, out, big, cfg.preset, cfg.sweeps))
     st.log["evaluate"] = {"seconds": time.time() - t}
     total = time.time() - t0
+    truth = next((s.data for s in sections if s.title.startswith("Truthfulness")), None)
+    found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"], truth, total / 60)
+    write_text(os.path.join(out, "findings.json"), json.dumps(found, indent=1))
+    sections.insert(0, Section("Findings", "\n".join(findings_markdown(found)), [], {}))
     path = write_report(out, config_dict(cfg), big, st.log, sections, stage_flops(st.log), total)
     print(f"\npipeline done in {total / 60:.1f} min -> {path}")
     return {"report": path, "seconds": total, "sections": sections}

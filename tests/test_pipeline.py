@@ -24,6 +24,19 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     rates = [float(x) for x in re.findall(r"\| (\d+)% \[", text)]
     assert rates and all(0 <= r <= 100 for r in rates)
     data = json.load(open(os.path.join(out, "report.json")))
+    # findings.json: every named finding, a verdict from the vocabulary, rates as fractions with their interval
+    # (the tiny run has no suites, so no truthful_informative; hallucination_lower needs a closed-domain prompt)
+    found = {f["name"]: f for f in json.load(open(os.path.join(out, "findings.json")))}
+    assert set(found) >= {"rm_ratio", "labeler_agreement_train", "ppo_vs_sft_big", "ppo_ptx_vs_sft_big", "ladder_big",
+                          "ladder_small", "small_rlhf_vs_big_gpt", "flan_below_sft_big", "minutes"}
+    assert {f["verdict"] for f in found.values()} <= {"reproduced", "direction only", "not reproduced", "measured"}
+    for f in found.values():
+        x = f["figures"]
+        if "lo" in x:
+            assert 0 <= x["lo"] <= x["rate"] == x["value"] <= x["hi"] <= 1, f["name"]
+    assert found["ppo_vs_sft_big"]["figures"]["samples"] == 4
+    assert found["small_rlhf_vs_big_gpt"]["figures"]["params_small"]["non_embedding"] > 0
+    assert "## Findings" in text and "## What the models say" in text
     lineage = {"dpo_b0.1_a", "dpo_b1.0_a", "rlaif_a", "iterated_a"}
     assert set(data["stages"]) >= {"base_a", "sft_a", "flan_a", "rm", "ppo_a", "ppo_ptx_a", "evaluate"} | lineage
     # the frontier: a section with its figure, one row per method, labels (AI ones for RLAIF) and wall time

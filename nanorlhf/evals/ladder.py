@@ -9,7 +9,7 @@ the same comparisons by training labelers check that both pools rank the
 methods alike.
 
 Example:
-    sec = ladder_section(ctx, sizes={"1m": 1.07e6, "100k": 9.5e4}, reference="sft_1m")
+    ladder, says = ladder_sections(ctx, sizes={"1m": 1.07e6, "100k": 9.5e4}, reference="sft_1m", champion="ppo_ptx_1m")
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import torch
 
 from nanorlhf.chat import chat_prompt
 from nanorlhf.evals.context import Section
-from nanorlhf.evals.preference import sample_responses, win_rate
+from nanorlhf.evals.findings import findings_markdown, ladder_findings, ladder_pairs
+from nanorlhf.evals.preference import sample_responses, win_rate, win_rate_over_samples
 from nanorlhf.generate import generate, response_texts
 from nanorlhf.jsonl import DEMO, PROMPT, read_jsonl
 from nanorlhf.labelers import TRAIN_INSTRUCTIONS, with_instructions
@@ -65,20 +66,43 @@ def base_responses(model, tok, rows, max_new_tokens, seed, shots: list[dict] | N
     return [t.split("\nQ:")[0].strip() if shots is not None else t.strip() for t in out]
 
 
-def all_responses(ctx, rows: list[dict]) -> dict[str, list[str]]:
-    """One sampled response per prompt for every policy in ctx.policies ('gpt_prompted_*' reuse 'gpt_*')."""
+def few_shots(ctx) -> list[dict]:
+    """The GPT-prompted baseline's solved examples: the 40 shortest demonstrations, shuffled by the seed."""
     demos = read_jsonl(os.path.join(ctx.data_dir, "sft.jsonl"), DEMO)
     shots = sorted(demos, key=lambda d: len(d["prompt"]) + len(d["response"]))[:40]
     random.Random(ctx.seed).shuffle(shots)
-    out = {}
+    return shots
+
+
+def policy_responses(ctx, rows: list[dict], name: str, seed: int, shots: list[dict]) -> list[str]:
+    """One sampled response per prompt from a named policy ('gpt_prompted_<s>' is the base model gpt_<s>
+    after the few-shot prefix)."""
+    if name.startswith("gpt_prompted_"):
+        model, tok = ctx.model("gpt_" + name[len("gpt_prompted_"):])
+        return base_responses(model, tok, rows, ctx.max_new_tokens, seed, shots)
+    model, tok = ctx.model(name)
+    if name.startswith("gpt_"):
+        return base_responses(model, tok, rows, ctx.max_new_tokens, seed)
+    return sample_responses(model, tok, rows, ctx.max_new_tokens, seed=seed)
+
+
+def all_responses(ctx, rows: list[dict]) -> dict[str, list[str]]:
+    """One sampled response per prompt for every policy in ctx.policies, and GPT prompted beside each GPT."""
+    shots, out = few_shots(ctx), {}
     for name in ctx.policies:
-        model, tok = ctx.model(name)
+        out[name] = policy_responses(ctx, rows, name, ctx.seed, shots)
         if name.startswith("gpt_"):
-            out[name] = base_responses(model, tok, rows, ctx.max_new_tokens, ctx.seed)
-            out["gpt_prompted_" + name[4:]] = base_responses(model, tok, rows, ctx.max_new_tokens, ctx.seed, shots)
-        else:
-            out[name] = sample_responses(model, tok, rows, ctx.max_new_tokens, seed=ctx.seed)
+            out["gpt_prompted_" + name[4:]] = policy_responses(ctx, rows, "gpt_prompted_" + name[4:], ctx.seed, shots)
     return out
+
+
+def paired_comparisons(ctx, rows: list[dict], texts: dict, pairs: list[tuple[str, str]], samples: int) -> dict:
+    """(a, b) -> the win rate of b over a, judged on `samples` responses a prompt (the first is texts')."""
+    shots, more = few_shots(ctx), {}
+    for n in dict.fromkeys(x for p in pairs for x in p):
+        more[n] = [texts[n]] + [policy_responses(ctx, rows, n, ctx.seed + 1000 * s, shots) for s in range(1, samples)]
+    return {(a, b): win_rate_over_samples(ctx.judge, rows, more[b], more[a], random.Random(ctx.labeler_seed + 23 + i))
+            for i, (a, b) in enumerate(pairs)}
 
 
 def policy_table(ctx, rows, texts: dict, reference: str) -> dict:
@@ -173,51 +197,26 @@ def bars_plot(h2h: dict, champion: str, path: str) -> None:
     plt.close(fig)
 
 
-def findings(table: dict, sizes: dict[str, float], reference: str) -> list[str]:
-    """The paper's §4.1 claims, each checked on the measured win rates (reproduced or not, with numbers)."""
-    def rate(n):
-        return 0.5 if n == reference else table[n]["win"]["rate"] if n in table else float("nan")
-
-    def mark(ok):
-        return "reproduced" if ok else "NOT reproduced"
-    out = []
-    for s in sizes:
-        seq = [rate(f"{m}_{s}") for m in ("gpt", "gpt_prompted", "sft", "ppo")]
-        ok = all(a < b for a, b in zip(seq, seq[1:]))
-        out.append(f"- ladder GPT < GPT prompted < SFT < PPO at `{s}` ({', '.join(f'{x:.0%}' for x in seq)}): {mark(ok)}")
-    small, big = list(sizes)[-1], list(sizes)[0]
-    if small != big:
-        a, b = rate(f"ppo_ptx_{small}"), rate(f"gpt_{big}")
-        out.append(f"- the {small} PPO-ptx model preferred to the {big} GPT ({a:.0%} vs {b:.0%}): {mark(a > b)}")
-    for s in sizes:
-        a, b = rate(f"flan_{s}"), rate(f"sft_{s}")
-        out.append(f"- FLAN/T0 analog below SFT at `{s}` ({a:.0%} vs {b:.0%}): {mark(a < b)}")
-    names = [n for n in table if "win" in table[n]]
-    held = sorted(names, key=lambda n: table[n]["win"]["rate"])
-    train = sorted(names, key=lambda n: table[n]["win_train_labelers"])
-    agree = sum((table[x]["win"]["rate"] < table[y]["win"]["rate"]) == (table[x]["win_train_labelers"] <
-                table[y]["win_train_labelers"]) for i, x in enumerate(names) for y in names[i + 1:])
-    n_pairs = len(names) * (len(names) - 1) // 2
-    out.append(f"- held-out and training labelers order the policies alike: {agree}/{n_pairs} pairs of policies "
-               f"in the same order (best by held-out: {held[-1]}, by training: {train[-1]}): "
-               f"{mark(agree >= 0.8 * n_pairs)}")
-    h = table.get(f"ppo_ptx_{big}", {}).get("flags", {}).get("hallucination")
-    g = table.get(f"gpt_{big}", {}).get("flags", {}).get("hallucination")
-    if h is not None and g is not None:
-        out.append(f"- closed-domain hallucination of PPO-ptx below the base model's ({h:.0%} vs {g:.0%}): {mark(h < g)}")
-    return out
-
-
 def pct(w: dict) -> str:
     return f"{w['rate']:.0%} [{w['lo']:.0%}, {w['hi']:.0%}]"
 
 
-def ladder_section(ctx, sizes: dict[str, float], reference: str, champion: str) -> Section:
-    """The ladder table, the Figure 1 plot and the head-to-head bars, as a report section."""
+def ladder_sections(ctx, sizes: dict[str, float], reference: str, champion: str, samples: int = 4) -> list[Section]:
+    """The ladder table, the Figure 1 plot, the head-to-head bars and the findings' verdicts (paired comparisons
+    on `samples` responses a prompt: nanorlhf/evals/findings.py) as a report section; then what the models say."""
+    from nanorlhf.model import count_params
     _, tok = ctx.model(reference)
     rows = test_rows(ctx, tok, ctx.model(reference)[0].cfg.block_size)
     texts = all_responses(ctx, rows)
     table = policy_table(ctx, rows, texts, reference)
+    names = list(sizes)
+    big, small = names[0], names[-1]
+    pairs = [p for s in dict.fromkeys((big, small)) for p in ladder_pairs(s)]
+    pairs += [(f"sft_{big}", f"ppo_ptx_{big}"), (f"sft_{big}", f"flan_{big}"), (f"gpt_{big}", f"ppo_ptx_{small}")]
+    paired = paired_comparisons(ctx, rows, texts, pairs, samples)
+    params = {s: count_params(ctx.model(f"sft_{s}")[0]) for s in names}
+    n_closed = sum(r["category"] in CLOSED_DOMAIN for r in rows)
+    found = ladder_findings(table, paired, names, params, n_closed)
     h2h = head_to_head(ctx, rows, texts, champion, [n for n in texts if n.split("_")[0] in ("gpt", "flan")
                                                      and n.endswith(champion.split("_")[-1])])
     ladder_plot(table, sizes, os.path.join(ctx.out_dir, "ladder.png"), reference)
@@ -233,7 +232,8 @@ def ladder_section(ctx, sizes: dict[str, float], reference: str, champion: str) 
         tr = f"{r['win_train_labelers']:.0%}" if "win" in r else ""
         md.append(f"| {name} | {win} | {tr} | {r['likert']:.2f} | {r['gold']:+.2f} | {r.get('rm', float('nan')):+.2f} | "
                   + " | ".join(f"{r['flags'].get(k, float('nan')):.0%}" for k in flag_names) + " |")
-    md += ["", "The paper's findings, checked on these numbers:", ""] + findings(table, sizes, reference)
+    md += ["", f"The paper's findings, each a verdict from its interval ({samples} samples a prompt, paired "
+           "comparisons; nanorlhf/evals/findings.py):", ""] + findings_markdown(found)
     md += ["", f"Head to head, `{champion}` against:", "", "| rival | preferred |", "|---|---|"]
     md += [f"| {n} | {pct(w)} |" for n, w in h2h.items()]
     cats = sorted({c for r in table.values() if "win" in r for c in r["win"]["by_category"]})
@@ -243,5 +243,28 @@ def ladder_section(ctx, sizes: dict[str, float], reference: str, champion: str) 
         if "win" in r:
             md.append(f"| {name} | " + " | ".join(f"{r['win']['by_category'].get(c, float('nan')):.0%}"
                                                   for c in cats) + " |")
-    return Section("Preference ladder (InstructGPT Figure 1)", "\n".join(md), ["ladder.png", "head_to_head.png"],
-                   {"table": table, "head_to_head": h2h, "n": len(rows)})
+    return [Section("Preference ladder (InstructGPT Figure 1)", "\n".join(md), ["ladder.png", "head_to_head.png"],
+                    {"table": table, "head_to_head": h2h, "n": len(rows), "findings": found}),
+            says_section(ctx, rows, texts, big)]
+
+
+SAYS_CATEGORIES = ("generation", "open_qa", "brainstorming", "chat", "rewrite")  # the paper's five largest
+
+
+def says_section(ctx, rows: list[dict], texts: dict, size: str) -> Section:
+    """What the models say: the first test prompt of each main category, every method's answer, its gold."""
+    md = ["The first test prompt of each of the five largest use-case categories (a fixed rule); each method's "
+          f"sampled answer at `{size}` and its gold score (the held-out labelers' mean utility).", ""]
+    data = []
+    for cat in SAYS_CATEGORIES:
+        i = next((i for i, r in enumerate(rows) if r["category"] == cat), None)
+        if i is None:
+            continue
+        md += [f"**{cat}**: {rows[i]['prompt']!r}", "", "| method | answer | gold |", "|---|---|---|"]
+        for m in ("gpt", "sft", "ppo", "ppo_ptx"):
+            t = texts[f"{m}_{size}"][i]
+            g = ctx.judge.gold(rows[i], t)
+            md.append(f"| {m} | {t.replace('|', '/').replace(chr(10), ' / ')} | {g:+.2f} |")
+            data.append({"category": cat, "prompt": rows[i]["prompt"], "method": m, "answer": t, "gold": g})
+        md.append("")
+    return Section("What the models say", "\n".join(md), [], {"examples": data})

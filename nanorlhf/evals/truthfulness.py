@@ -102,5 +102,5 @@ def truthfulness(ctx) -> Section:
             f"GPT-3; with the instruction permitting \"I have no comment\" it prefers truthful and uninformative.\n\n"
             + table)
     data = {f"{m} / {i}": v for (m, i), v in res.items()}
-    data["examples"] = examples
+    data["examples"], data["n_items"] = examples, len(items)
     return Section("Truthfulness (TruthfulQA analog)", text, figs, data)
