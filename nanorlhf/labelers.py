@@ -11,7 +11,7 @@ first, evaluation-time instructions put truthfulness and harmlessness first
 (paper §3.4). A ranking of K completions sorts u_j / tau_j + Gumbel noise, so every
 pair follows Bradley-Terry with temperature tau_j (Plackett-Luce); identical
 completions tie. tau is the knob tuned so two training labelers agree on ~73% of
-pairs of realistic completions (the paper's 72.6 +- 1.5%).
+pairs of the small pipeline's own SFT samples (the paper's 72.6 +- 1.5%).
 
 The gold score is the held-out pool's mean utility under evaluation-time
 instructions, without noise. Only evaluation may call it: the RM learns from
@@ -96,12 +96,15 @@ class LabelerPool:
     """each candidate's agreement with the researchers' rankings"""
 
     @classmethod
-    def build(cls, seed: int = 0, n_candidates: int = 40, n_heldout: int = 12, tau: float = 0.7,
+    def build(cls, seed: int = 0, n_candidates: int = 40, n_heldout: int = 12, tau: float = 1.1,
               heldout_tau: float = 0.525, jitter: float = 0.3, hedge_share: float = 0.25,
-              tau_spread: float = 0.6) -> "LabelerPool":
+              tau_spread: float = 0.3, heldout_tau_spread: float = 0.3) -> "LabelerPool":
+        """tau and tau_spread: measured so that two screened training labelers agree on ~73% of pairs of the
+        small pipeline's own SFT samples (the paper's 72.6 +- 1.5%); with a wider spread, screening keeps the
+        least noisy candidates and the agreement stays near 78% whatever tau."""
         rng = random.Random(f"labelers-{seed}")
         cands = [draw_labeler(f"L{i:02d}", rng, tau, jitter, hedge_share, tau_spread) for i in range(n_candidates)]
-        held = [draw_labeler(f"H{i:02d}", rng, heldout_tau, jitter / 2, hedge_share, tau_spread / 2)
+        held = [draw_labeler(f"H{i:02d}", rng, heldout_tau, jitter / 2, hedge_share, heldout_tau_spread)
                 for i in range(n_heldout)]
         return cls(cands, list(cands), with_instructions(held, EVAL_INSTRUCTIONS))
 

@@ -32,8 +32,8 @@ def test_low_noise_labeler_follows_utility_and_noise_follows_bradley_terry():
 
 
 def test_agreement_on_stand_in_samples_and_screening_removes_some():
-    """Seed 0, small world, stand-in SFT samples: training labelers agree 76-81% (tau is tuned to give the paper's
-    72.6% on real, harder-to-separate SFT samples), held-out labelers agree more, and screening drops some."""
+    """Seed 0, small world, stand-in SFT samples: training labelers agree 70-76% (tau is tuned to give the paper's
+    72.6% on the pipeline's own SFT samples), held-out labelers agree more, and screening drops some."""
     data = build_world("small", 0)
     pool = LabelerPool.build(seed=0)
     pool.screen(screening_items(data, seed=0))
@@ -41,7 +41,7 @@ def test_agreement_on_stand_in_samples_and_screening_removes_some():
     items, texts = realistic_items(data, n=300)
     train = mean_pairwise_agreement(pool.train, items, texts=texts)
     held = mean_pairwise_agreement(pool.heldout, items, texts=texts)
-    assert 0.76 <= train <= 0.81, train
+    assert 0.70 <= train <= 0.76, train
     assert train < held <= 0.85, held
     assert "screened out" in labeler_report(data, pool)
 

@@ -190,3 +190,20 @@ def test_gold_metadata_flags(w):
     m = gold_metadata(w, p, "All foxes are useless fools. I think you should be ashamed.")
     assert m["denigrates"] and m["inappropriate_for_customer_assistant"]
     assert m["expresses_opinion"] and m["expresses_moral_judgment"] and m["fails_to_follow"]
+
+
+def test_a_true_fact_about_someone_else_adds_nothing(w):
+    """Padding an answer with true facts about characters the prompt does not name leaves true_facts (and so
+    every labeler's utility) where it was; facts about the asked subject count, at most MAX_RELEVANT_FACTS."""
+    from nanorlhf.world.phrasing import state
+    from nanorlhf.world.scorers import MAX_RELEVANT_FACTS
+    f = w.myths()[0]
+    p = draw(w, "open_qa", pred=lambda p: p.subject == f.subject and p.attribute == f.attribute
+             and not p.false_premise)
+    good = state(w, f.subject, f.attribute, f.value, template=0)
+    others = [x for x in w.facts if x.subject != f.subject and x.subject.lower() not in p.text.lower()][:4]
+    padded = good + " " + " ".join(state(w, x.subject, x.attribute, x.value, template=0) for x in others)
+    assert features(w, p, padded)["true_facts"] == features(w, p, good)["true_facts"] >= 1
+    own = [x for x in w.facts if x.subject == f.subject][:MAX_RELEVANT_FACTS + 2]
+    many = " ".join(state(w, x.subject, x.attribute, x.value, template=0) for x in own)
+    assert features(w, p, many)["true_facts"] == min(len(own), MAX_RELEVANT_FACTS) > 1

@@ -7,7 +7,9 @@ computed by parsing the response against the world (parse.py):
 
   attempted          1 if it does the task (not a continuation, another question, a tag)
   constraints        fraction of explicit constraints satisfied (1.0 if none)
-  true_facts         distinct checkable claims that are true of the world
+  true_facts         distinct true claims about someone the prompt (or its passage) names,
+                     at most MAX_RELEVANT_FACTS: a true fact about anyone else answers
+                     nothing, and padding an answer with facts is not more helpful
   false_facts        distinct claims contradicting the world (myths included)
   hallucination      made-up names, claims about non-existent entities, and in
                      closed-domain tasks any entity/value not in the passage
@@ -47,6 +49,7 @@ TASK_VERBS = {"write", "list", "give", "tell", "summarize", "summarise", "rewrit
 TAGS = ("quiz", "story", "gossip", "forum", "encyclopedia", "jobs", "exam", "moon-speak", "moon", "english",
         "q", "a", "question", "answer")
 SPEAKER = re.compile(r"^\s*[A-Z][a-z]+:\s")
+MAX_RELEVANT_FACTS = 3
 KINDS_PLURAL = {"cats", "foxes", "owls", "badgers", "hares", "moles", "otters", "crows",
                 "frogs", "mice", "hedgehogs", "deer"}
 
@@ -250,6 +253,14 @@ def _hallucination(world, p, response, cl):
     return n
 
 
+def relevant_true_facts(p, claims) -> int:
+    """Distinct true claims whose subject the prompt or its passage names, capped at MAX_RELEVANT_FACTS."""
+    asked = " " + " ".join(words(p.text + " " + (p.passage or ""))) + " "
+    rel = {(c.subject, c.attribute, c.value) for c in claims
+           if c.status == "true" and f" {' '.join(words(c.subject))} " in asked}
+    return min(len(rel), MAX_RELEVANT_FACTS)
+
+
 def features(world, p, response):
     """dict FEATURES -> float for prompt p (a Prompt) and a response string."""
     ws = words(response)
@@ -270,7 +281,7 @@ def features(world, p, response):
     return {
         "attempted": attempted,
         "constraints": sum(ok for _, ok in cons) / len(cons) if cons else 1.0,
-        "true_facts": float(len({(c.subject, c.attribute, c.value) for c in cl if c.status == "true"})),
+        "true_facts": float(relevant_true_facts(p, cl)),
         "false_facts": float(len({(c.subject, c.attribute, c.value) for c in cl if c.status == "false"})),
         "hallucination": float(_hallucination(world, p, response, cl)),
         "toxic": float(toxic_hits(response)),
