@@ -31,10 +31,13 @@ from typing import ClassVar
 import torch
 
 from nanorlhf.checkpoint import load_model
-from nanorlhf.config import parse_config, print_config
+from nanorlhf.cli import run
+from nanorlhf.config import print_config
 from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
 from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate_over_samples
+from nanorlhf.evals.suites import SUITES
 from nanorlhf.jsonl import PROMPT, read_jsonl
+from nanorlhf.fileio import write_text
 from nanorlhf.judge import Judge
 from nanorlhf.reward import score_texts
 from nanorlhf.device import resolve_device
@@ -72,6 +75,11 @@ class Config:
     """--suite=ladder: the pipeline's model sizes, largest first"""
     device: str = "cpu"
     """cpu, cuda, or auto"""
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('n_prompts', 'max_new_tokens', 'samples')
+    CHOICES: ClassVar[dict] = {"split": ("test", "val"),
+                               "suite": ("preference", "knowledge", "ladder", "all", *SUITES)}
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(policies="gpt=out/tiny/base_a/ckpt.pt,sft=out/tiny/sft_a/ckpt.pt,ppo=out/tiny/ppo_a/ckpt.pt,"
@@ -160,15 +168,13 @@ def ladder(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
                                 samples=cfg.samples)
     md = f"{sec.markdown}\n\n## {says.title}\n\n{says.markdown}"
     print(md)
-    with open(os.path.join(folder, "ladder.md"), "w") as f:
-        f.write(md)
+    write_text(os.path.join(folder, "ladder.md"), md)
     return sec.data
 
 
 def safety_suites(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     """The paper's safety and capability suites; --suite=all writes them all to out_dir/suites.md."""
     from nanorlhf.evals.context import EvalContext
-    from nanorlhf.evals.suites import SUITES
     ctx = EvalContext(judge, cfg.data_dir, cfg.out_dir, policies, rm=cfg.rm, device=device, seed=cfg.seed,
                       labeler_seed=cfg.labeler_seed, n=min(cfg.n_prompts, 200), max_new_tokens=cfg.max_new_tokens)
     names = list(SUITES) if cfg.suite == "all" else [cfg.suite]
@@ -180,8 +186,7 @@ def safety_suites(cfg: Config, judge: Judge, policies: dict, device: str) -> dic
         md += [f"## {sec.title}", "", sec.markdown, ""] + [f"![{f}]({f})" for f in sec.figures] + [""]
         out[name] = sec.data
     os.makedirs(cfg.out_dir, exist_ok=True)
-    with open(os.path.join(cfg.out_dir, "suites.md" if cfg.suite == "all" else f"{cfg.suite}.md"), "w") as f:
-        f.write("\n".join(md))
+    write_text(os.path.join(cfg.out_dir, "suites.md" if cfg.suite == "all" else f"{cfg.suite}.md"), "\n".join(md))
     return out
 
 
@@ -190,7 +195,6 @@ def main(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     policies = parse_policies(cfg.policies)
-    from nanorlhf.evals.suites import SUITES
     suites = {"knowledge": knowledge, "preference": preference, "ladder": ladder, "all": safety_suites,
               **{name: safety_suites for name in SUITES}}
     if cfg.suite not in suites:
@@ -198,11 +202,10 @@ def main(cfg: Config) -> dict:
     t = time.time()
     res = suites[cfg.suite](cfg, judge, policies, device)
     os.makedirs(cfg.out_dir, exist_ok=True)
-    with open(os.path.join(cfg.out_dir, f"{cfg.suite}.json"), "w") as f:
-        json.dump(res, f, indent=1, default=str)
+    write_text(os.path.join(cfg.out_dir, f"{cfg.suite}.json"), json.dumps(res, indent=1, default=str))
     print(f"evaluate --suite={cfg.suite}: {time.time() - t:.0f}s")
     return res
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

@@ -24,8 +24,10 @@ import random
 import re
 import sys
 from dataclasses import dataclass
+from typing import ClassVar
 
-from nanorlhf.config import ConfigError, parse_config
+from nanorlhf.cli import run
+from nanorlhf.config import ConfigError
 from nanorlhf.jsonl import DEMO, PROMPT, DataError, Field, read_jsonl
 from nanorlhf.labelapp.checks import MODES
 from nanorlhf.labelapp.events import LabelLog, LogError
@@ -86,6 +88,11 @@ class Config:
     verbose: bool = False
     """log every HTTP request to stderr"""
 
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('n', 'k_min', 'k_max', 'max_body', 'max_new_tokens', 'temperature', 'gen_batch')
+    NONNEGATIVE: ClassVar[tuple] = ('gold_rate', 'cutoff', 'port')
+    CHOICES: ClassVar[dict] = {"instructions": ("train", "eval")}
+
 
 def _demos(path: str) -> list[dict]:
     return read_jsonl(path, DEMO) if path and os.path.exists(path) else []
@@ -114,7 +121,7 @@ def make_queue(cfg: Config) -> list[dict]:
     """The items to label: real rows from --completions or the policy, plus gold questions."""
     real = cfg.n - n_gold(cfg.n, cfg.gold_rate)
     if cfg.completions:
-        rows = read_jsonl(cfg.completions, COMPLETIONS)
+        rows = read_jsonl(cfg.completions, COMPLETIONS, nonempty="completions")
         demos = [r for r in rows if isinstance(r.get("response"), str) and r["response"].strip()]
     else:
         _ = read_jsonl(cfg.prompts, PROMPT)  # a clear error for a bad prompt file before loading a model
@@ -156,6 +163,9 @@ def main(cfg: Config, more_logs: list[str] | tuple = ()) -> None:
         logs = logs or ([cfg.log] if cfg.log else [])
         if not logs:
             raise ConfigError("--report/--export need log files: --report=labels/rater1.jsonl [more.jsonl ...]")
+        missing = [p for p in logs if not os.path.isfile(p)]
+        if missing:  # a mistyped path is not an empty log: it would export nothing over good files
+            raise ConfigError(f"no such labeling log: {missing[0]} (nothing read, nothing written)")
         if cfg.report:
             print(report_text(logs, cfg.data_dir, cfg.cutoff, cfg.seed))
         if cfg.export:
@@ -175,7 +185,5 @@ def main(cfg: Config, more_logs: list[str] | tuple = ()) -> None:
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    try:
-        main(parse_config(Config, [a for a in argv if a.startswith("-")]), [a for a in argv if not a.startswith("-")])
-    except (ConfigError, LogError, DataError) as e:
-        raise SystemExit(f"label.py: {e}")
+    logs = [a for a in argv if not a.startswith("-")]  # extra labeling logs after --report=
+    run(lambda cfg: main(cfg, logs), Config, __doc__, [a for a in argv if a.startswith("-")])

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 from nanorlhf.checkpoint import (check_resume_config, file_sha256, load_checkpoint, save_checkpoint,
                                  seed_everything, set_rng_state)
-from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.cli import run
+from nanorlhf.config import config_dict, print_config
 from nanorlhf.device import resolve_device
 from nanorlhf.guard import NonFiniteGuard
 from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, split_docs
@@ -92,6 +93,10 @@ class Config:
     """continue from out_dir/ckpt.pt (the config must match)"""
     kill_at_step: int = 0
     """for the resume test: SIGKILL this process right after step N's checkpoint (0 = never)"""
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'max_steps', 'lr', 'eval_every', 'eval_batches', 'ckpt_every', 'log_every')
+    NONNEGATIVE: ClassVar[tuple] = ('dropout', 'min_lr', 'warmup', 'weight_decay', 'grad_clip', 'kill_at_step')
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(scale="tiny", out_dir="out/tiny/base", vocab_size=512, n_layer=2, n_head=2,
@@ -172,6 +177,7 @@ def main(cfg: Config) -> dict:
         batches.load_state_dict(ck["data_pos"])
         set_rng_state(ck["rng"])
         step = ck["step"]
+        log = MetricsLog(log.path, keep_until=step)  # the steps redone after the checkpoint are logged once
         print(f"resumed from {ckpt_path} at step {step}")
 
     def save():
@@ -229,4 +235,4 @@ def main(cfg: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

@@ -33,13 +33,15 @@ import torch
 
 from nanorlhf import dpo
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
+from nanorlhf.cli import run
 from nanorlhf.comparisons import load_comparisons
-from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.config import config_dict, print_config
 from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import label_counts
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.rankings import usable
+from nanorlhf.schemas import DataError
 from nanorlhf.device import resolve_device
 from nanorlhf.guard import NonFiniteGuard
 
@@ -75,6 +77,10 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('beta', 'lr', 'epochs', 'batch_prompts', 'val_prompts', 'log_every')
+    NONNEGATIVE: ClassVar[tuple] = ('max_steps', 'grad_clip')
+
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", comparisons="out/tiny/rm/comparisons.jsonl",
                      val_comparisons="out/tiny/rm/val_comparisons.jsonl", out_dir="out/tiny/dpo",
@@ -96,7 +102,7 @@ def main(cfg: Config) -> dict:
     ref.requires_grad_(False).eval()
     cmp = usable(load_comparisons(cfg.comparisons))
     if not cmp:
-        raise ValueError(f"{cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn from")
+        raise DataError(f"{cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn from")
     steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
     steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
     print(f"{len(cmp)} comparisons ({sum(len(c['completions']) for c in cmp)} completions), {steps} steps")
@@ -154,4 +160,4 @@ def main(cfg: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

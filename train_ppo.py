@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -25,8 +26,10 @@ from typing import ClassVar
 import torch
 
 from nanorlhf import ppo
-from nanorlhf.checkpoint import file_sha256, load_checkpoint, load_model, save_checkpoint, seed_everything, set_rng_state
-from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.checkpoint import (check_resume_config, file_sha256, load_checkpoint, load_model, save_checkpoint,
+                                 seed_everything, set_rng_state)
+from nanorlhf.cli import run
+from nanorlhf.config import config_dict, print_config
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.optim import clip_grad, make_optimizer
@@ -69,7 +72,14 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
     resume: bool = False
-    """continue from out_dir/ckpt.pt"""
+    """continue from out_dir/ckpt.pt, exactly (every random stream and data position is saved); the config must
+    match the checkpoint's but for RESUME_MAY_CHANGE"""
+    kill_at: int = 0
+    """for the resume test: SIGKILL this process right after iteration N's checkpoint (0 = never)"""
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('iterations', 'ptx_batch_size', 'save_every', 'log_every')
+    NONNEGATIVE: ClassVar[tuple] = ('log_samples', 'dropout', 'kill_at')
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",
@@ -77,6 +87,10 @@ class Config:
                      save_every=1, log_every=1),
         "small": dict(),
     }
+
+
+# a resumed run may change these (iterated RLHF continues a policy against a new RM); any other change is refused
+RESUME_MAY_CHANGE = ("resume", "kill_at", "iterations", "rm", "log_every", "log_samples", "save_every", "device")
 
 
 def main(cfg: Config) -> dict:
@@ -105,31 +119,37 @@ def main(cfg: Config) -> dict:
     ptx = (ptx_batches(cfg.data_dir, tok, policy.cfg.block_size, cfg.ptx_batch_size, cfg.seed)
            if hp.ptx_coef > 0 else None)
     guard = NonFiniteGuard(max_consecutive=3)
-    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume)
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
     it = 0
+    gen = torch.Generator().manual_seed(cfg.seed)                 # prompts' sampling, minibatch order
     if cfg.resume:
         ck = load_checkpoint(ckpt_path, map_location=device)
+        check_resume_config(ck, config_dict(cfg), ignore=RESUME_MAY_CHANGE)
         policy.load_state_dict(ck["model"])
         value.load_state_dict(ck["extra"]["value"])
         opt.load_state_dict(ck["optim"])
         prompts.load_state_dict(ck["data_pos"])
         set_rng_state(ck["rng"])
+        gen.set_state(ck["extra"]["generator"])
+        if ptx is not None:
+            ptx.load_state_dict(ck["extra"]["ptx_pos"])
         kl_ctl.value, it = ck["extra"]["beta"], ck["step"]
+        print(f"resumed from {ckpt_path} at iteration {it}")
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume, keep_until=it)
     extra = {"model_config": dataclasses.asdict(policy.cfg), "tokenizer": sft_ck["extra"]["tokenizer"],
              "inputs": {p: file_sha256(p) for p in (cfg.sft, cfg.rm)}}
 
     def save(path):
         save_checkpoint(path, model=policy.state_dict(), config=config_dict(cfg), step=it, optim=opt.state_dict(),
                         data_pos=prompts.state_dict(),
-                        extra={**extra, "value": value.state_dict(), "beta": kl_ctl.value})
+                        extra={**extra, "value": value.state_dict(), "beta": kl_ctl.value, "generator": gen.get_state(),
+                               "ptx_pos": ptx.state_dict() if ptx is not None else None})
 
     bar = Progress(cfg.iterations, "ppo", start_step=it)
     # FLOPs per real token: the trunks, and the unembedding on the positions that predict a response token
     trunk_p, trunk_v = flops_per_token(policy.cfg, unembedding=False), flops_per_token(value.cfg, unembedding=False)
     head = flops_per_token(policy.cfg) - trunk_p
     flops = 0.0
-    gen = torch.Generator().manual_seed(cfg.seed)
     while it < cfg.iterations:
         t0 = time.time()
         # 1. rollout: prompts -> responses, with the KV cache
@@ -184,6 +204,8 @@ def main(cfg: Config) -> dict:
         if it % cfg.save_every == 0 or it == cfg.iterations:
             save(ckpt_path)
             save(os.path.join(cfg.out_dir, f"iter{it}.pt"))
+            if cfg.kill_at and it == cfg.kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
     plot_curves(log.read(), ["objective/score", "objective/kl", "ppo/clipfrac", "ppo/approx_kl",
                              "val/explained_var", "response/length", "ptx/loss"],
                 os.path.join(cfg.out_dir, "curves.png"), title=f"PPO (ptx_coef={hp.ptx_coef})")
@@ -193,4 +215,4 @@ def main(cfg: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

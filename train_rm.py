@@ -32,7 +32,8 @@ from typing import ClassVar
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
 from nanorlhf.comparisons import (CollectConfig, collect_comparisons, heldout_group_eval, labeler_agreement,
                                   load_comparisons)
-from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.cli import run
+from nanorlhf.config import config_dict, print_config
 from nanorlhf.device import resolve_device
 from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import DEMO, read_jsonl
@@ -83,6 +84,10 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('batch_prompts', 'lr', 'epochs', 'human_weight')
+    NONNEGATIVE: ClassVar[tuple] = ('heldout_folds',)
+
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/rm", val_prompts=16,
                      max_new_tokens=16, gen_batch=32, batch_prompts=4),
@@ -94,15 +99,15 @@ def main(cfg: Config) -> dict:
     print_config(cfg)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    os.makedirs(cfg.out_dir, exist_ok=True)
     sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
+    given = load_comparisons(cfg.comparisons) if cfg.comparisons else None  # a bad file fails before any work
+    os.makedirs(cfg.out_dir, exist_ok=True)
 
     # 1-2. sample K completions per prompt and have one training labeler rank them
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     train_cmp, val_cmp = collect_comparisons(sft, tok, judge, cfg.data_dir, cfg.out_dir, cfg.collect, cfg.seed, device,
-                                             only_val=bool(cfg.comparisons))
-    if cfg.comparisons:
-        train_cmp = load_comparisons(cfg.comparisons)
+                                             only_val=given is not None)
+    train_cmp = given if given is not None else train_cmp
     if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
         from nanorlhf.labelapp.events import human_comparisons
         human = [dict(c, weight=cfg.human_weight) for c in human_comparisons(cfg.human_labels.split(","))]
@@ -151,4 +156,4 @@ def main(cfg: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

@@ -25,14 +25,16 @@ from typing import ClassVar
 import torch
 
 from nanorlhf.chat import chat_example, fits
-from nanorlhf.checkpoint import (check_resume_config, file_sha256, load_checkpoint, load_model, save_checkpoint,
-                                 seed_everything, set_rng_state)
-from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, file_sha256, load_checkpoint, load_model,
+                                 save_checkpoint, seed_everything, set_rng_state)
+from nanorlhf.cli import run
+from nanorlhf.config import config_dict, print_config
 from nanorlhf.jsonl import DEMO, read_jsonl
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import flops_per_token
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.precision import autocast
+from nanorlhf.schemas import DataError
 from nanorlhf.sft import collate, sft_loss
 from nanorlhf.device import resolve_device
 from nanorlhf.guard import NonFiniteGuard
@@ -79,6 +81,10 @@ class Config:
     resume: bool = False
     """continue from out_dir/ckpt.pt after the last finished epoch"""
 
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('epochs', 'batch_size', 'lr', 'val_every', 'select_prompts')
+    NONNEGATIVE: ClassVar[tuple] = ('warmup', 'weight_decay', 'dropout', 'grad_clip')
+
     PRESETS: ClassVar[dict] = {
         "tiny": dict(base="out/tiny/base/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/sft", epochs=2,
                      batch_size=8, warmup=2, val_every=8, select_prompts=8),
@@ -87,13 +93,16 @@ class Config:
 
 
 def load_demos(cfg: Config, tok, block_size: int):
-    rows = read_jsonl(os.path.join(cfg.data_dir, cfg.demos), DEMO)
+    rows = read_jsonl(os.path.join(cfg.data_dir, cfg.demos), DEMO, nonempty="demonstrations")
     examples = [chat_example(tok, r["prompt"], r["response"]) for r in rows]
     kept = [e for e in examples if fits(e[0], block_size)]
     if len(kept) < len(examples):
         print(f"dropped {len(examples) - len(kept)} demonstrations longer than the context ({block_size})")
     train = [e for i, e in enumerate(kept) if i % cfg.val_every != cfg.val_every - 1]
     val = [e for i, e in enumerate(kept) if i % cfg.val_every == cfg.val_every - 1]
+    if not train or not val:
+        raise DataError(f"{os.path.join(cfg.data_dir, cfg.demos)}: {len(kept)} demonstrations fit the context; "
+                        f"need at least {cfg.val_every} (every {cfg.val_every}th is held out for validation)")
     return train, val
 
 
@@ -152,6 +161,7 @@ def main(cfg: Config) -> dict:
         opt.load_state_dict(ck["optim"])
         set_rng_state(ck["rng"])
         epoch, step = ck["data_pos"]["epoch"], ck["step"]
+        log = MetricsLog(log.path, keep_until=step)  # the steps redone after the checkpoint are logged once
     extra = {"model_config": dataclasses.asdict(model.cfg), "tokenizer": base_ck["extra"]["tokenizer"],
              "inputs": {cfg.base: file_sha256(cfg.base),
                         os.path.join(cfg.data_dir, cfg.demos): file_sha256(os.path.join(cfg.data_dir, cfg.demos))}}
@@ -187,7 +197,7 @@ def main(cfg: Config) -> dict:
         val_losses.append(vl)
         log.write(step, **{"val/loss": vl, "epoch": epoch})
         print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
-        torch.save(model.state_dict(), os.path.join(cfg.out_dir, f"epoch{epoch}.pt"))
+        atomic_torch_save(model.state_dict(), os.path.join(cfg.out_dir, f"epoch{epoch}.pt"))
         save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                         optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": epoch})
 
@@ -208,4 +218,4 @@ def main(cfg: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

@@ -28,6 +28,7 @@ from typing import ClassVar
 import train_ppo
 import train_rm
 import train_sft
+from nanorlhf.cli import run
 from nanorlhf.config import parse_config, print_config
 from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
 from nanorlhf.evals.context import EvalContext
@@ -96,6 +97,9 @@ class Config:
     """retrain every row even when cached"""
     train_only: bool = False
     """train the rows and stop (to split rows over processes with --only; a later full run measures)"""
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('iterations', 'beta', 'sft_epochs', 'n_eval')
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(run_dir="out/tiny", size="a", data_dir="data/tiny", out_dir="out/tiny/ablate", iterations=2,
@@ -237,4 +241,4 @@ def main(cfg: Config) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

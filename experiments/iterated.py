@@ -45,7 +45,8 @@ import train_ppo
 from nanorlhf import feedback
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
 from nanorlhf.comparisons import label, load_comparisons, sample_completions
-from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.cli import run
+from nanorlhf.config import config_dict, print_config
 from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
 from nanorlhf.judge import Judge
@@ -110,6 +111,11 @@ class Config:
     """seed for prompt order and sampling"""
     device: str = "cpu"
     """cpu, cuda, or auto"""
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('rounds', 'k_min', 'k_max', 'max_new_tokens', 'temperature', 'gen_batch', 'rm_lr', 'rm_epochs', 'batch_prompts', 'ppo_iterations', 'ppo_batch_size', 'ppo_minibatch_size', 'ppo_lr', 'beta')
+    NONNEGATIVE: ClassVar[tuple] = ('prompts_per_round', 'ai_pairs_per_round')
+    CHOICES: ClassVar[dict] = {"ppo_dtype": ("float32", "bfloat16")}
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/iterated", rounds=2,
@@ -198,4 +204,4 @@ def main(cfg: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -31,7 +30,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.config import parse_config
+from nanorlhf.cli import run
 from nanorlhf.device import resolve_device
 from nanorlhf.fileio import write_text
 from nanorlhf.generate import Rollout, generate
@@ -275,4 +274,4 @@ def main(b: BenchConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(BenchConfig, sys.argv[1:]))
+    run(main, BenchConfig, __doc__)

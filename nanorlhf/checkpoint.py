@@ -24,6 +24,7 @@ import hashlib
 import os
 import pickle
 import random
+import zipfile
 
 import numpy as np
 import torch
@@ -34,6 +35,14 @@ from nanorlhf.fileio import atomic_write
 
 class CheckpointError(RuntimeError):
     """A checkpoint that is missing, unsafe, corrupt or from a different config."""
+
+
+class MissingCheckpoint(CheckpointError):
+    """No checkpoint at a path an earlier stage should have written."""
+
+    def __init__(self, path: str):
+        super().__init__(f"no checkpoint at {path}")
+        self.path = path
 
 
 # -----------------------------------------------------------------------------
@@ -101,8 +110,10 @@ def atomic_torch_save(obj, path) -> None:
 def load_checkpoint(path, map_location="cpu") -> dict:
     """Load with weights_only=True; refuse anything that would need to run code."""
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise CheckpointError(f"no checkpoint at {path}")
+    if not os.path.isfile(path):
+        raise MissingCheckpoint(path)
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; anything else is not one of ours
+        raise CheckpointError(f"{path} is not a checkpoint (not a torch archive: truncated, or another kind of file)")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
@@ -139,9 +150,20 @@ def load_model(path, device: str = "cpu", kind: str = "gpt", dropout: float | No
     from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
     from nanorlhf.tokenizer import Tokenizer
     ck = load_checkpoint(path, map_location=device)
-    mc = dict(ck["extra"]["model_config"])
+    try:
+        mc = dict(ck["extra"]["model_config"])
+        tok = Tokenizer.load(ck["extra"]["tokenizer"])
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"{path} is not a stage checkpoint (it has no model config or tokenizer)") from None
     if dropout is not None:
         mc["dropout"] = dropout
+    has = "a reward model" if "head.weight" in ck["model"] else "a language model"
+    want = "a language model" if kind == "gpt" else "a reward model"
+    if has != want:
+        raise CheckpointError(f"{path} holds {has}, where {want} is needed")
     net = (GPT if kind == "gpt" else ScalarHeadModel)(GPTConfig(**mc))
-    net.load_state_dict(ck["model"])
-    return net.to(device), Tokenizer.load(ck["extra"]["tokenizer"]), ck
+    try:
+        net.load_state_dict(ck["model"])
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: its weights do not fit its model config ({str(e).splitlines()[0]})") from None
+    return net.to(device), tok, ck

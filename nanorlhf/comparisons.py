@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+from typing import ClassVar
 from dataclasses import dataclass
 
 import torch
@@ -49,6 +50,10 @@ class CollectConfig:
     """sampling temperature for the completions"""
     gen_batch: int = 64
     """sequences generated at once"""
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('val_prompts', 'k_min', 'k_max', 'max_new_tokens', 'temperature', 'gen_batch')
+    NONNEGATIVE: ClassVar[tuple] = ('max_prompts',)
 
 
 def sample_completions(policy, tok, prompts: list[str], ks: list[int], *, max_new_tokens: int, temperature: float,
@@ -130,7 +135,7 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
 
 
 def load_comparisons(path) -> list[dict]:
-    return read_jsonl(path, COMPARISON)
+    return read_jsonl(path, COMPARISON, nonempty="comparisons")
 
 
 def labeler_agreement(val_cmp: list[dict]) -> float:

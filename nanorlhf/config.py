@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import hashlib
 import inspect
 import json
+import math
 import sys
 import textwrap
 import types
@@ -34,7 +36,46 @@ TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
 class ConfigError(ValueError):
-    """A flag that does not name a field, or a value of the wrong type."""
+    """A flag that does not name a field, or a value of the wrong type or out of range."""
+
+
+# the valid values of flags that several scripts share; a Config adds its own in CHOICES
+COMMON_CHOICES = {"device": ("cpu", "cuda", "auto"), "dtype": ("float32", "bfloat16"), "attn": ("manual", "sdpa")}
+
+
+def choices(cls) -> dict[str, tuple]:
+    """Flag -> its valid values, for the flags of cls that take one of a fixed set."""
+    names = flat_fields(cls)
+    out = {k: v for k, v in COMMON_CHOICES.items() if k in names}
+    for owner in {o for o, _ in names.values()} | {cls}:
+        out.update(getattr(owner, "CHOICES", {}))
+    return out
+
+
+def check_values(cfg) -> None:
+    """Refuse values no run can use, before any work starts: a Config (or a nested one) lists in POSITIVE the
+    fields that must be > 0 (and finite), in NONNEGATIVE those that must be >= 0; CHOICES fields must be valid."""
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(v):
+            check_values(v)
+    for name in getattr(cfg, "POSITIVE", ()):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ConfigError(f"--{name}={v}: must be a finite number > 0")
+    for name in getattr(cfg, "NONNEGATIVE", ()):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ConfigError(f"--{name}={v}: must be a finite number >= 0")
+    for name, valid in {**{k: c for k, c in COMMON_CHOICES.items() if hasattr(cfg, k)},
+                        **getattr(cfg, "CHOICES", {})}.items():
+        if getattr(cfg, name) not in valid:
+            raise ConfigError(f"--{name}={getattr(cfg, name)}: valid values are {', '.join(map(str, valid))}")
+
+
+def did_you_mean(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -121,10 +162,14 @@ def usage(cls) -> str:
     for name, (owner, _) in flat_fields(cls).items():
         t, optional = _field_type(cls, name)
         tname = t.__name__ + (" | None" if optional else "")
-        lines.append(f"  --{name}={_default(cls, name)!r} ({tname})  {field_docs(owner).get(name, '')}")
+        valid = choices(cls).get(name)
+        lines.append(f"  --{name}={_default(cls, name)!r} ({tname})  {field_docs(owner).get(name, '')}"
+                     + (f"  [one of: {', '.join(map(str, valid))}]" if valid else ""))
     presets = getattr(cls, "PRESETS", {})
     if presets:
-        lines.append(f"  --preset=NAME  one of: {', '.join(presets)}")
+        lines.append("  --preset=NAME  sets these flags (the other flags then override them):")
+        lines += [f"      {p}: " + (" ".join(f"--{k}={v}" for k, v in over.items()) or "(the defaults)")
+                  for p, over in presets.items()]
     return "\n".join(lines)
 
 
@@ -143,17 +188,20 @@ def parse_config(cls, argv: list[str] | None = None):
     flags: dict[str, str] = {}
     for arg in argv:
         if not arg.startswith("--") or "=" not in arg:
-            raise ConfigError(f"expected --name=value, got {arg!r}\n{usage(cls)}")
+            hint = did_you_mean(arg.lstrip("-"), names)
+            raise ConfigError(f"expected --name=value, got {arg!r}{hint.replace('mean ', 'mean --')}"
+                              " (--help lists the flags)")
         k, v = arg[2:].split("=", 1)
         if k != "preset" and k not in names:
-            raise ConfigError(f"unknown flag --{k}; valid: {', '.join(names)}\n{usage(cls)}")
+            hint = did_you_mean(k, names).replace("mean ", "mean --") or "; valid: " + ", ".join(names)
+            raise ConfigError(f"unknown flag --{k}{hint} (--help says what each does)")
         flags[k] = v
     values: dict = {}
     presets = getattr(cls, "PRESETS", {})
     if "preset" in flags:
         p = flags.pop("preset")
         if p not in presets:
-            raise ConfigError(f"unknown preset {p!r}; valid: {', '.join(presets) or '(none)'}")
+            raise ConfigError(f"unknown preset {p!r}{did_you_mean(p, presets)}; valid: {', '.join(presets) or '(none)'}")
         values.update({k: convert(cls, k, v) for k, v in presets[p].items()})
         if "preset" in names:
             values["preset"] = p
@@ -169,7 +217,9 @@ def build(cls, values: dict):
         if _nested(cls, f):
             inner = {k: v for k, v in values.items() if fields[k][1] == f.name}
             top[f.name] = dataclasses.replace(_default_of(f), **inner)
-    return cls(**top)
+    cfg = cls(**top)
+    check_values(cfg)
+    return cfg
 
 
 def config_dict(cfg) -> dict:

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from typing import BinaryIO, Callable
 
@@ -41,3 +42,16 @@ def atomic_write(path, write: Callable[[BinaryIO], None]) -> None:
 def write_text(path, text: str) -> None:
     """atomic_write of a UTF-8 text (a report, a JSON summary, a generated doc)."""
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+ORPHAN = re.compile(r"^\..+\.[0-9a-f]{8}\.tmp$")  # atomic_write's temp name: .<file>.<hex>.tmp
+
+
+def clean_orphans(folder) -> list[str]:
+    """Remove the temp files a killed atomic_write left in folder (a SIGKILL skips its cleanup); their names."""
+    if not os.path.isdir(folder):
+        return []
+    gone = [n for n in os.listdir(folder) if ORPHAN.match(n) and os.path.isfile(os.path.join(folder, n))]
+    for n in gone:
+        os.unlink(os.path.join(folder, n))
+    return gone

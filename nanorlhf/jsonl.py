@@ -123,21 +123,25 @@ def iter_jsonl(path, schema, *, max_line_bytes=1_000_000, unique_key="id",
 
 
 def read_jsonl(path, schema, *, max_line_bytes=1_000_000, unique_key="id",
-               allow_torn_tail=False) -> list[dict]:
+               allow_torn_tail=False, nonempty: str = "") -> list[dict]:
     """Read a JSONL file into a list of dicts, raising DataError at the first bad line.
 
     Checked: UTF-8, line length, JSON syntax, no NaN/Infinity, one object per line,
     no key twice in an object, the schema, and `unique_key` unique across the file
     (None turns that off; rows without the key are not checked). Blank lines are
     skipped. With `allow_torn_tail`, a last line with no trailing newline that does
-    not parse (a crash mid-append) is skipped with a warning instead of raising.
+    not parse (a crash mid-append) is skipped with a warning instead of raising. With
+    `nonempty` (what the rows are, e.g. "demonstrations"), a file without rows is a DataError.
 
     Example:
         >>> read_jsonl("/tmp/nanorlhf_doc.jsonl", PROMPT)[0]["prompt"]
         'Hi?'
     """
-    return list(iter_jsonl(path, schema, max_line_bytes=max_line_bytes,
+    rows = list(iter_jsonl(path, schema, max_line_bytes=max_line_bytes,
                            unique_key=unique_key, allow_torn_tail=allow_torn_tail))
+    if nonempty and not rows:
+        raise DataError(f"{path}: no {nonempty} in it (the file is empty)")
+    return rows
 
 # ----------------------------------------------------------------------------
 # writing

@@ -19,11 +19,17 @@ import torch
 class MetricsLog:
     """Append one JSON object per logged step to out_dir/metrics.jsonl."""
 
-    def __init__(self, path, fresh: bool = False):
+    def __init__(self, path, fresh: bool = False, keep_until: int | None = None):
+        """fresh: start empty; keep_until: a resumed run drops the rows logged after its checkpoint's step, so
+        the steps it redoes are not logged twice."""
         self.path = os.fspath(path)
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         if fresh and os.path.exists(self.path):
             os.remove(self.path)
+        elif keep_until is not None and os.path.exists(self.path):
+            from nanorlhf.fileio import write_text
+            kept = [r for r in self.read() if r["step"] <= keep_until]
+            write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
 
     def write(self, step: int, **values) -> None:
         row = {"step": step}

@@ -19,9 +19,12 @@ PPOConfig holds the algorithm's hyperparameters; train_ppo.py's Config contains 
 so each of its fields is a flag of that script (`--beta=0.1`).
 """
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
+
+from nanorlhf.config import ConfigError, check_values
 
 # -----------------------------------------------------------------------------
 # hyperparameters
@@ -86,18 +89,21 @@ class PPOConfig:
     """minibatches of episodes of similar length (less padding when trimmed); False: uniformly random"""
 
     def __post_init__(self):
-        if self.value_init not in ("rm", "sft"):
-            raise ValueError(f"--value_init must be 'rm' or 'sft', got {self.value_init!r}")
-        if self.kl_estimator not in ("k1", "k3"):
-            raise ValueError(f"--kl_estimator must be 'k1' or 'k3', got {self.kl_estimator!r}")
+        check_values(self)  # ranges and CHOICES, also when built in code rather than from flags
         if not self.kl_in_reward and self.kl_estimator == "k1":  # grad of mean(log pi - log pi_ref) is 1/n a token
-            raise ValueError("--kl_in_reward=false needs --kl_estimator=k3: as a loss, k1's gradient does not depend "
+            raise ConfigError("--kl_in_reward=false needs --kl_estimator=k3: as a loss, k1's gradient does not depend "
                              "on pi_ref and is zero in expectation, so it would not hold the policy near pi_SFT")
 
     @property
     def scoring_temperature(self) -> float:
         """The temperature of every log-prob in the KL and the ratio: the sampling one unless ablated."""
         return self.logprob_temperature or self.temperature
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ('batch_size', 'minibatch_size', 'ppo_epochs', 'lr', 'max_new_tokens', 'temperature', 'kl_horizon', 'clip')
+    NONNEGATIVE: ClassVar[tuple] = ('grad_clip', 'beta', 'target_kl', 'gamma', 'lam', 'vf_coef', 'ptx_coef',
+                                    'eos_penalty', 'logprob_temperature')
+    CHOICES: ClassVar[dict] = {"value_init": ("rm", "sft"), "kl_estimator": ("k1", "k3")}
 
 
 # -----------------------------------------------------------------------------

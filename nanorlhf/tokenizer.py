@@ -37,6 +37,8 @@ from unittest import mock
 import tiktoken
 import tiktoken.load
 
+from nanorlhf.fileio import atomic_write, write_text
+
 # GPT-2's pre-tokeniser, in the Rust (fancy-regex) syntax tiktoken compiles.
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 SPECIAL_TOKENS = ("<|endoftext|>", "<|user|>", "<|assistant|>", "<|pad|>")
@@ -255,10 +257,10 @@ class Tokenizer:
     def save(self, path) -> None:
         path = Path(path)
         ranks = sorted(self.enc._mergeable_ranks.items(), key=lambda kv: kv[1])
-        path.write_bytes(b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks))
+        atomic_write(path, lambda f: f.write(b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks)))
         meta = {"name": self.enc.name, "pat_str": self.enc._pat_str,
                 "special_tokens": dict(sorted(self.enc._special_tokens.items(), key=lambda kv: kv[1]))}
-        Path(str(path) + ".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        write_text(str(path) + ".json", json.dumps(meta, indent=1) + "\n")
 
     @classmethod
     def load(cls, path) -> "Tokenizer":

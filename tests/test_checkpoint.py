@@ -9,6 +9,7 @@ import torch
 import pretrain
 from nanorlhf import checkpoint
 from nanorlhf.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nanorlhf.config import parse_config
 from nanorlhf.tokenizer import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,11 +87,11 @@ def params(model):
 def test_resume_after_sigkill_is_exact(tmp_path):
     """N steps straight equal k steps, SIGKILL, resume, N-k steps: same losses and parameters."""
     corpus = tiny_corpus(tmp_path)
-    straight = pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "a")))
+    straight = pretrain.main(parse_config(pretrain.Config, flags(corpus, tmp_path / "a")))
     cmd = [sys.executable, "pretrain.py", *flags(corpus, tmp_path / "b", kill_at_step=6)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr[-2000:]  # killed by SIGKILL right after step 6's checkpoint
-    resumed = pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "b", resume=True)))
+    resumed = pretrain.main(parse_config(pretrain.Config, flags(corpus, tmp_path / "b", resume=True)))
     assert resumed["losses"] == straight["losses"][6:]
     a, b = params(straight["model"]), params(resumed["model"])
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -99,16 +100,16 @@ def test_resume_after_sigkill_is_exact(tmp_path):
 def test_resume_with_changed_config_fails_loudly(tmp_path):
     """Resuming with a different config names the differing field."""
     corpus = tiny_corpus(tmp_path)
-    pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "a", max_steps=6)))
+    pretrain.main(parse_config(pretrain.Config, flags(corpus, tmp_path / "a", max_steps=6)))
     with pytest.raises(CheckpointError, match="lr"):
-        pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / "a", max_steps=6,
+        pretrain.main(parse_config(pretrain.Config, flags(corpus, tmp_path / "a", max_steps=6,
                                                                    resume=True, lr=0.5)))
 
 
 def test_same_seed_same_run(tmp_path):
     """Two runs with one seed give identical losses and weights; another seed differs."""
     corpus = tiny_corpus(tmp_path)
-    runs = [pretrain.main(pretrain.parse_config(pretrain.Config, flags(corpus, tmp_path / n, max_steps=6, seed=s)))
+    runs = [pretrain.main(parse_config(pretrain.Config, flags(corpus, tmp_path / n, max_steps=6, seed=s)))
             for n, s in (("a", 0), ("b", 0), ("c", 1))]
     assert runs[0]["losses"] == runs[1]["losses"]
     assert runs[0]["losses"] != runs[2]["losses"]

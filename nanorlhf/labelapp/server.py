@@ -24,6 +24,7 @@ import hmac
 import json
 import secrets
 import socket
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -36,6 +37,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 class LabelServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # the listen backlog: a burst of clients queues instead of being reset
 
     def __init__(self, log: LabelLog, host: str = "127.0.0.1", port: int = 0, max_body: int = 65536,
                  cutoff: float = CUTOFF, verbose: bool = False):
@@ -77,6 +79,24 @@ class Handler(BaseHTTPRequestHandler):
     server: LabelServer
     server_version = "nanorlhf-label"
     timeout = 30  # a client that stalls mid-request is dropped
+    request_seconds = 10.0  # and one that trickles its request a byte at a time, once this much time has passed
+
+    def handle_one_request(self):
+        """One request, with a watchdog: past request_seconds the socket is shut, which ends a blocked read (a
+        per-read timeout alone never fires for a client that sends one byte every few seconds)."""
+        watchdog = threading.Timer(self.request_seconds, self._cut)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            super().handle_one_request()
+        finally:
+            watchdog.cancel()
+
+    def _cut(self):
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -146,8 +166,11 @@ class Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> dict | None:
         """The JSON body, or None after answering 400/411/413 (the body is then never read)."""
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None:
             self._error(411, "Content-Length required")
+            return None
+        if not (length.isascii() and length.isdigit()):  # "²" is a digit to str.isdigit, not to int()
+            self._error(400, "Content-Length must be a decimal number")
             return None
         if int(length) > self.server.max_body:
             self._error(413, f"body of {length} bytes is over the {self.server.max_body}-byte cap")

@@ -17,6 +17,8 @@ import os
 import random
 from dataclasses import dataclass
 
+from nanorlhf.fileio import write_text
+
 from .benchmarks import SUITES, benchmarks
 from .completions import sample_completions
 from .corpus import corpus
@@ -108,11 +110,11 @@ def write_world(data, out):
     # the FLAN/T0 analog's training set: public-NLP-style tasks with instructions, as many as the demonstrations
     from .public_tasks import public_task_demos
     write_jsonl(os.path.join(out, "public_tasks.jsonl"), public_task_demos(data, n=len(data.prompts["sft"])))
-    with open(os.path.join(out, "world.json"), "w", encoding="utf-8") as f:
-        json.dump(data.world.to_json(), f, ensure_ascii=False, indent=1, sort_keys=True)
-    with open(os.path.join(out, "meta.json"), "w", encoding="utf-8") as f:  # how to rebuild this world
-        extra = {"rm_extra": data.scale.rm_extra} if data.scale.rm_extra else {}
-        json.dump({"scale": data.scale.name, "seed": data.seed, **extra}, f)
+    write_text(os.path.join(out, "world.json"), json.dumps(data.world.to_json(), ensure_ascii=False, indent=1,
+                                                          sort_keys=True))
+    extra = {"rm_extra": data.scale.rm_extra} if data.scale.rm_extra else {}
+    # how to rebuild this world; written last, so a folder without it is an unfinished build
+    write_text(os.path.join(out, "meta.json"), json.dumps({"scale": data.scale.name, "seed": data.seed, **extra}))
 
 
 def prompt_from_dict(d):

@@ -10,10 +10,12 @@ trained on the spot) and the simulated labelers' agreement and screening.
 import os
 import time
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
-from nanorlhf.config import parse_config
+from nanorlhf.cli import run
 
 from . import build_world, get_scale, write_world
+from .scales import SCALES
 from .summary import report
 
 
@@ -31,6 +33,10 @@ class Config:
     """seed of the simulated labeler pool shown in the report"""
     rm_extra: int = 0
     """more RM prompts after the scale's own (a larger label budget; every other set stays the same)"""
+
+    # values checked before any work starts (nanorlhf/config.py check_values)
+    NONNEGATIVE: ClassVar[tuple] = ('rm_extra',)
+    CHOICES: ClassVar[dict] = {"scale": tuple(SCALES)}
 
 
 def token_section(data, out: str) -> tuple[str, str]:
@@ -63,4 +69,4 @@ def main(cfg: Config) -> None:
 
 
 if __name__ == "__main__":
-    main(parse_config(Config))
+    run(main, Config, __doc__)

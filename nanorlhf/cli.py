@@ -1,0 +1,117 @@
+"""Every script's entry point: flags parsed, the run started, and the project's own errors answered in one line.
+
+    if __name__ == "__main__":
+        run(main, Config, __doc__)
+
+Before the run, temporary files that a killed earlier run left in its out_dir are removed.
+A mistake a user can make (a mistyped flag, a bad value, a missing or malformed input, a
+checkpoint of the wrong kind, a full disk) ends with one line on stderr that names the
+culprit and, where one exists, the command that makes the missing input; exit status 2
+for usage and data errors, 1 for the rest. `--debug=true` shows the traceback instead. Any
+other exception is a bug in nanorlhf and keeps its traceback.
+
+`--help` prints the script's one-line purpose, then its flags, each choice flag's values and
+each preset's settings.
+
+Example:
+    $ python train_ppo.py --betta=0.1
+    train_ppo.py: unknown flag --betta; did you mean --beta? (--help lists the flags)
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+
+from nanorlhf.checkpoint import CheckpointError, MissingCheckpoint
+from nanorlhf.config import ConfigError, parse_config, usage
+from nanorlhf.fileio import clean_orphans
+from nanorlhf.guard import NonFiniteError
+from nanorlhf.labelapp.events import LogError
+from nanorlhf.schemas import DataError
+
+
+class UsageError(ConfigError):
+    """A flag value the script cannot work with (checked before any work starts)."""
+
+
+USAGE, FAILURE = 2, 1
+
+
+def make_hint(path: str) -> str:
+    """The command that creates a missing input, judged from its path."""
+    parts = os.path.normpath(path).split(os.sep)
+    if path.endswith(".jsonl") or path.endswith(".json"):
+        folder = os.path.dirname(path) or "."
+        scale = os.path.basename(folder)
+        if scale in ("tiny", "small", "paper"):
+            return f"build the world first: python -m nanorlhf.world --scale={scale} --out={folder}"
+    if path.endswith(".pt") and len(parts) >= 2:
+        stage, preset = parts[-2], parts[-3] if len(parts) >= 3 else "small"
+        preset = preset if preset in ("tiny", "small", "paper") else "small"
+        for prefix, script in (("base", "pretrain.py"), ("sft", "train_sft.py"), ("flan", "train_sft.py"),
+                               ("rm", "train_rm.py"), ("ppo", "train_ppo.py"), ("dpo", "train_dpo.py")):
+            if stage.startswith(prefix):
+                return f"run {script} --preset={preset} first (or python pipeline.py --preset={preset})"
+    return ""
+
+
+def explain(e: BaseException) -> tuple[str, int] | None:
+    """(one-line message, exit status) for an error a user can cause; None for a bug."""
+    if isinstance(e, MissingCheckpoint):
+        hint = make_hint(e.path)
+        return str(e) + (f"; {hint}" if hint else ""), USAGE
+    if isinstance(e, (ConfigError, DataError, CheckpointError, LogError)):
+        return str(e).strip().splitlines()[0] if isinstance(e, ConfigError) else str(e).strip(), USAGE
+    if isinstance(e, NonFiniteError):
+        return str(e), FAILURE
+    if isinstance(e, FileNotFoundError):
+        name = e.filename or str(e)
+        hint = make_hint(str(name))
+        return f"no such file: {name}" + (f"; {hint}" if hint else ""), USAGE
+    if isinstance(e, IsADirectoryError):
+        return f"expected a file, got the folder {e.filename}", USAGE
+    if isinstance(e, PermissionError):
+        return f"permission denied: {e.filename}", FAILURE
+    text = str(e)
+    if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG)) or re.search(
+            r"No space left|file write failed|enforce fail at inline_container|File too large", text):
+        return f"no space left on the device (or over the file-size limit) while writing: {text.splitlines()[0]}", \
+            FAILURE
+    if isinstance(e, UnicodeDecodeError):
+        return f"an input is not UTF-8 text ({e.reason} at byte {e.start})", USAGE
+    return None
+
+
+def run(main, cls, doc: str | None = None, argv: list[str] | None = None):
+    """Parse cls from argv, call main(cfg), and answer the project's own errors in one line (see module doc)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prog = os.path.basename(sys.argv[0]) or cls.__module__
+    debug = any(a.lower() in ("--debug=true", "--debug=1") for a in argv)
+    argv = [a for a in argv if not a.lower().startswith("--debug=")]
+    if any(a in ("-h", "--help") for a in argv):
+        purpose = (doc or "").strip().splitlines()[0] if doc else ""
+        print((purpose + "\n\n" if purpose else "") + usage(cls))
+        raise SystemExit(0)
+    try:
+        cfg = parse_config(cls, argv)
+        for name in ("out_dir", "out"):  # temp files a killed earlier run left behind
+            gone = clean_orphans(getattr(cfg, name, "") or "")
+            if gone:
+                print(f"removed {len(gone)} unfinished temporary file(s) in {getattr(cfg, name)}: {', '.join(gone)}")
+        return main(cfg)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        raise SystemExit(130)
+    except SystemExit as e:  # a script's own `raise SystemExit("message")` is a usage error
+        if isinstance(e.code, str):
+            print(f"{prog}: {e.code}", file=sys.stderr)
+            raise SystemExit(USAGE)
+        raise
+    except Exception as e:
+        answer = explain(e)
+        if answer is None or debug:
+            raise
+        print(f"{prog}: {answer[0]}", file=sys.stderr)
+        raise SystemExit(answer[1])
