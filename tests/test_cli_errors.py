@@ -56,6 +56,14 @@ def files(stages, tmp_path_factory):
     open(p["truncated.pt"], "wb").write(ck[: len(ck) // 2])
     torch.save({"weights": torch.zeros(3)}, p["plain.pt"])
     torch.save({"model": Exploit()}, p["code.pt"])
+    head = ('{"id": "e1", "type": "session", "time": 1.0, "labeler": "rater1", "mode": "rank", "instructions": "train"}\n'
+            '{"id": "e2", "type": "item", "time": 1.0, "labeler": "rater1", '
+            '"item": {"id": "i1", "prompt": "Hi?", "completions": ["a", "b", "c"]}}\n')
+    label = '{"id": "e3", "type": "label", "time": 2.0, "labeler": "rater1", "item_id": "i1", "ranking": %s}\n'
+    for name, tail in (("noitem", '{"id": "e3", "type": "item", "time": 2.0, "labeler": "rater1"}\n'),
+                       ("outofrange", label % "[[0], [1], [7]]"), ("string", label % '"3142"')):
+        p[f"log_{name}"] = str(d / f"log_{name}.jsonl")
+        open(p[f"log_{name}"], "w").write(head + tail)
     empty_world = str(d / "data" / "tiny")                      # a world folder whose demonstrations are empty
     shutil.copytree(data, empty_world)
     open(os.path.join(empty_world, "sft.jsonl"), "w").close()
@@ -124,6 +132,9 @@ def cases(f):
         ("label", ["--labeler=rater1", f"--completions={f['notjson.jsonl']}", f"--log={f['dir']}/l.jsonl"],
          "notjson.jsonl"),
         ("pretrain", pre[:1] + [f"--corpus={f['latin1.jsonl']}", f"--out_dir={new}"], "latin1.jsonl"),
+        ("label", [f"--report={f['log_noitem']}"], "event 3 (item): no item with an id"),
+        ("label", [f"--report={f['log_outofrange']}", f"--export={f['dir']}"], "not an order of the item's 3"),
+        ("label", [f"--report={f['log_string']}"], "ranking must be a list"),
         # checkpoints of the wrong kind, truncated, random bytes, or needing to run code
         ("ppo", ppo[:1] + [f"--sft={f['random.pt']}"] + ppo[2:], "random.pt is not a checkpoint"),
         ("ppo", ppo[:1] + [f"--sft={f['truncated.pt']}"] + ppo[2:], "truncated.pt is not a checkpoint"),

@@ -26,13 +26,42 @@ import secrets
 import threading
 import time
 
-from nanorlhf.jsonl import COMPARISON, Field, append_jsonl, read_jsonl, validate_row
+from nanorlhf.jsonl import COMPARISON, DataError, Field, append_jsonl, read_jsonl, validate_row
 from nanorlhf.labelapp.checks import gold_hits, ranking_of, share
 
 TYPES = ("session", "item", "label", "retract")
 EVENT = (Field("id", str), Field("type", str, check=lambda t, row: None if t in TYPES else f"unknown type {t!r}"),
          Field("time", float), Field("labeler", str))
 CUTOFF = 0.75  # InstructGPT §3.4: labelers were screened at about 75% agreement with researchers
+
+
+def event_problem(ev: dict, items: dict) -> str | None:
+    """What is wrong with one replayed event's own fields (None if nothing); items: those replayed so far."""
+    kind = ev["type"]
+    if kind == "session":
+        return None if isinstance(ev.get("mode"), str) else "no mode"
+    if kind == "item":
+        it = ev.get("item")
+        if not isinstance(it, dict) or not isinstance(it.get("id"), str):
+            return "no item with an id"
+        c = it.get("completions")
+        return None if isinstance(c, list) and 2 <= len(c) <= 9 and all(isinstance(x, str) for x in c) else \
+            "the item needs 2..9 completions (strings)"
+    if kind == "retract":
+        return None if isinstance(ev.get("target"), str) else "no target"
+    if not isinstance(ev.get("item_id"), str):
+        return "no item_id"
+    k = len(items[ev["item_id"]]["completions"]) if ev["item_id"] in items else None
+    if "choice" in ev:
+        return None if ev["choice"] in (0, 1) and ev.get("left") in (0, 1) else "choice and left must be 0 or 1"
+    r = ev.get("ranking")
+    if not (isinstance(r, list) and r and all(isinstance(g, list) and g for g in r)
+            and all(isinstance(i, int) and not isinstance(i, bool) for g in r for i in g)):
+        return "ranking must be a list of groups of completion indices, e.g. [[2], [0, 1]]"
+    flat = sorted(i for g in r for i in g)
+    if k is not None and flat != list(range(k)):
+        return f"ranking {r} is not an order of the item's {k} completions"
+    return None
 
 
 class LogError(RuntimeError):
@@ -53,7 +82,10 @@ class LabelLog:
         self.lock = threading.Lock()           # the server's request threads share one log
         self._lock_file = None
         if os.path.exists(self.path):
-            for ev in read_jsonl(self.path, EVENT, allow_torn_tail=True):
+            for n, ev in enumerate(read_jsonl(self.path, EVENT, allow_torn_tail=True), 1):
+                problem = event_problem(ev, self.items)
+                if problem:  # a hand-edited or foreign log: say where, rather than fail later with a KeyError
+                    raise DataError(f"{self.path}: event {n} ({ev['type']}): {problem}")
                 self._apply(ev)
 
     # -- replay ---------------------------------------------------------------
