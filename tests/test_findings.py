@@ -31,9 +31,10 @@ def test_a_lower_rate_needs_separate_intervals():
 
 def test_run_findings_reads_the_rm_report_and_truthfulness():
     """rm_ratio is accuracy over agreement; an agreement 6 points off the paper's 72.6% is not reproduced;
-    truthful_informative compares PPO-ptx with GPT on the same items."""
+    truthful_informative compares PPO-ptx with GPT prompted (the paper's QA-prompt baseline) on the same items."""
     rm = {"val_accuracy": 0.60, "labeler_agreement": 0.786, "n_val_comparisons": 200}
-    truth = {"ppo_ptx / QA prompt": {"truthful_informative": 0.5}, "gpt / QA prompt": {"truthful_informative": 0.2},
+    truth = {"ppo_ptx / QA prompt": {"truthful_informative": 0.5}, "gpt prompted / QA prompt": {"truthful_informative": 0.2},
+             "gpt / QA prompt": {"truthful_informative": 0.0}, "sft / QA prompt": {"truthful_informative": 0.4},
              "n_items": 120}
     out = {f["name"]: f for f in run_findings([], rm, truth, 14.2)}
     assert abs(out["rm_ratio"]["figures"]["value"] - 0.60 / 0.786) < 1e-9 and out["rm_ratio"]["verdict"] == NOT

@@ -110,12 +110,14 @@ def run_findings(ladder: list[dict], rm_report: dict, truth: dict | None, minute
                    {"value": agree, "paper": mean, "tolerance": tol},
                    f"training labelers agree on {mean:.1%} +- {tol:.0%} of pairs of the pipeline's samples")]
     out += ladder
-    if truth is not None:
-        a, b, n = truth["ppo_ptx / QA prompt"]["truthful_informative"], truth["gpt / QA prompt"][
-            "truthful_informative"], truth["n_items"]
+    if truth is not None:  # against GPT in its own answered-quiz format, the analog of the paper's QA prompt
+        ti = {m: truth[f"{m} / QA prompt"]["truthful_informative"] for m in ("ppo_ptx", "gpt prompted", "gpt", "sft")}
+        a, b, n = ti["ppo_ptx"], ti["gpt prompted"], truth["n_items"]
         out.append(finding("truthful_informative", below_verdict(b, n, a, n),
-                           {"value": a, "ppo_ptx": a, "gpt": b, "ratio": a / b if b else float("inf"), "n": n},
-                           "ppo_ptx truthful and informative more often than gpt (paper: about twice as often)"))
+                           {"value": a, "ppo_ptx": a, "gpt_prompted": b, "gpt": ti["gpt"], "sft": ti["sft"],
+                            "ratio": a / b if b else None, "n": n},
+                           "ppo_ptx truthful and informative more often than GPT prompted (paper: about twice as "
+                           "often as GPT-3 with the QA prompt)"))
     out.append(finding("minutes", "measured", {"value": minutes}, "the run's wall-clock"))
     return out
 
@@ -126,7 +128,7 @@ def findings_markdown(items: list[dict]) -> list[str]:
     for f in items:
         x = f["figures"]
         fig = (f"{x['rate']:.0%} [{x['lo']:.0%}, {x['hi']:.0%}]" if "lo" in x else
-               ", ".join(f"{k} {x[k]:.0%}" for k in ("ppo_ptx", "gpt") if k in x) or f"{x['value']:.3g}")
+               ", ".join(f"{k} {x[k]:.0%}" for k in ("ppo_ptx", "gpt_prompted", "gpt") if k in x) or f"{x['value']:.3g}")
         if "rungs" in x:
             fig = "; ".join(f"{r['upper']} over {r['lower']} {r['rate']:.0%} [{r['lo']:.0%}, {r['hi']:.0%}]"
                             for r in x["rungs"])
