@@ -77,7 +77,7 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('n_prompts', 'max_new_tokens', 'samples')
+    POSITIVE: ClassVar[tuple] = ("n_prompts", "max_new_tokens", "samples")
     CHOICES: ClassVar[dict] = {"split": ("test", "val"),
                                "suite": ("preference", "knowledge", "ladder", "all", *SUITES)}
 

@@ -89,8 +89,8 @@ class Config:
     """log every HTTP request to stderr"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('n', 'k_min', 'k_max', 'max_body', 'max_new_tokens', 'temperature', 'gen_batch')
-    NONNEGATIVE: ClassVar[tuple] = ('gold_rate', 'cutoff', 'port')
+    POSITIVE: ClassVar[tuple] = ("n", "k_min", "k_max", "max_body", "max_new_tokens", "temperature", "gen_batch")
+    NONNEGATIVE: ClassVar[tuple] = ("gold_rate", "cutoff", "port")
     CHOICES: ClassVar[dict] = {"instructions": ("train", "eval")}
 
 

@@ -91,8 +91,9 @@ class Config:
     """redo every stage even when its checkpoint is up to date"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('sft_epochs', 'flan_epochs', 'rm_epochs', 'rm_lr', 'ppo_iterations', 'ppo_beta', 'n_eval')
-    NONNEGATIVE: ClassVar[tuple] = ('rm_prompts', 'ptx_coef')
+    POSITIVE: ClassVar[tuple] = ("sft_epochs", "flan_epochs", "rm_epochs", "rm_lr", "ppo_iterations", "ppo_beta",
+                                 "n_eval")
+    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "ptx_coef")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(preset="tiny", sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs=1, flan_epochs=1,

@@ -95,8 +95,9 @@ class Config:
     """for the resume test: SIGKILL this process right after step N's checkpoint (0 = never)"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size', 'max_steps', 'lr', 'eval_every', 'eval_batches', 'ckpt_every', 'log_every')
-    NONNEGATIVE: ClassVar[tuple] = ('dropout', 'min_lr', 'warmup', 'weight_decay', 'grad_clip', 'kill_at_step')
+    POSITIVE: ClassVar[tuple] = ("vocab_size", "n_layer", "n_head", "n_embd", "block_size", "batch_size", "max_steps",
+                                 "lr", "eval_every", "eval_batches", "ckpt_every", "log_every")
+    NONNEGATIVE: ClassVar[tuple] = ("dropout", "min_lr", "warmup", "weight_decay", "grad_clip", "kill_at_step")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(scale="tiny", out_dir="out/tiny/base", vocab_size=512, n_layer=2, n_head=2,

@@ -78,8 +78,8 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('beta', 'lr', 'epochs', 'batch_prompts', 'val_prompts', 'log_every')
-    NONNEGATIVE: ClassVar[tuple] = ('max_steps', 'grad_clip')
+    POSITIVE: ClassVar[tuple] = ("beta", "lr", "epochs", "batch_prompts", "val_prompts", "log_every")
+    NONNEGATIVE: ClassVar[tuple] = ("max_steps", "grad_clip")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", comparisons="out/tiny/rm/comparisons.jsonl",

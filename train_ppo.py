@@ -78,8 +78,8 @@ class Config:
     """for the resume test: SIGKILL this process right after iteration N's checkpoint (0 = never)"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('iterations', 'ptx_batch_size', 'save_every', 'log_every')
-    NONNEGATIVE: ClassVar[tuple] = ('log_samples', 'dropout', 'kill_at')
+    POSITIVE: ClassVar[tuple] = ("iterations", "ptx_batch_size", "save_every", "log_every")
+    NONNEGATIVE: ClassVar[tuple] = ("log_samples", "dropout", "kill_at")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",

@@ -85,8 +85,8 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('batch_prompts', 'lr', 'epochs', 'human_weight')
-    NONNEGATIVE: ClassVar[tuple] = ('heldout_folds',)
+    POSITIVE: ClassVar[tuple] = ("batch_prompts", "lr", "epochs", "human_weight")
+    NONNEGATIVE: ClassVar[tuple] = ("heldout_folds",)
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/rm", val_prompts=16,

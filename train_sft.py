@@ -82,8 +82,8 @@ class Config:
     """continue from out_dir/ckpt.pt after the last finished epoch"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('epochs', 'batch_size', 'lr', 'val_every', 'select_prompts')
-    NONNEGATIVE: ClassVar[tuple] = ('warmup', 'weight_decay', 'dropout', 'grad_clip')
+    POSITIVE: ClassVar[tuple] = ("epochs", "batch_size", "lr", "val_every", "select_prompts")
+    NONNEGATIVE: ClassVar[tuple] = ("warmup", "weight_decay", "dropout", "grad_clip")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(base="out/tiny/base/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/sft", epochs=2,

@@ -99,7 +99,7 @@ class Config:
     """train the rows and stop (to split rows over processes with --only; a later full run measures)"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('iterations', 'beta', 'sft_epochs', 'n_eval')
+    POSITIVE: ClassVar[tuple] = ("iterations", "beta", "sft_epochs", "n_eval")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(run_dir="out/tiny", size="a", data_dir="data/tiny", out_dir="out/tiny/ablate", iterations=2,

@@ -113,8 +113,10 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('rounds', 'k_min', 'k_max', 'max_new_tokens', 'temperature', 'gen_batch', 'rm_lr', 'rm_epochs', 'batch_prompts', 'ppo_iterations', 'ppo_batch_size', 'ppo_minibatch_size', 'ppo_lr', 'beta')
-    NONNEGATIVE: ClassVar[tuple] = ('prompts_per_round', 'ai_pairs_per_round')
+    POSITIVE: ClassVar[tuple] = ("rounds", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch", "rm_lr",
+                                 "rm_epochs", "batch_prompts", "ppo_iterations", "ppo_batch_size",
+                                 "ppo_minibatch_size", "ppo_lr", "beta")
+    NONNEGATIVE: ClassVar[tuple] = ("prompts_per_round", "ai_pairs_per_round")
     CHOICES: ClassVar[dict] = {"ppo_dtype": ("float32", "bfloat16")}
 
     PRESETS: ClassVar[dict] = {

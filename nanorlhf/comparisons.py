@@ -52,8 +52,8 @@ class CollectConfig:
     """sequences generated at once"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('val_prompts', 'k_min', 'k_max', 'max_new_tokens', 'temperature', 'gen_batch')
-    NONNEGATIVE: ClassVar[tuple] = ('max_prompts',)
+    POSITIVE: ClassVar[tuple] = ("val_prompts", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch")
+    NONNEGATIVE: ClassVar[tuple] = ("max_prompts",)
 
 
 def sample_completions(policy, tok, prompts: list[str], ks: list[int], *, max_new_tokens: int, temperature: float,

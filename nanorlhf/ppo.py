@@ -89,7 +89,7 @@ class PPOConfig:
     """minibatches of episodes of similar length (less padding when trimmed); False: uniformly random"""
 
     def __post_init__(self):
-        check_values(self)  # ranges and CHOICES, also when built in code rather than from flags
+        check_values(self)  # POSITIVE, NONNEGATIVE, CHOICES below, also when built in code rather than from flags
         if not self.kl_in_reward and self.kl_estimator == "k1":  # grad of mean(log pi - log pi_ref) is 1/n a token
             raise ConfigError("--kl_in_reward=false needs --kl_estimator=k3: as a loss, k1's gradient does not depend "
                              "on pi_ref and is zero in expectation, so it would not hold the policy near pi_SFT")
@@ -99,10 +99,10 @@ class PPOConfig:
         """The temperature of every log-prob in the KL and the ratio: the sampling one unless ablated."""
         return self.logprob_temperature or self.temperature
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ('batch_size', 'minibatch_size', 'ppo_epochs', 'lr', 'max_new_tokens', 'temperature', 'kl_horizon', 'clip')
-    NONNEGATIVE: ClassVar[tuple] = ('grad_clip', 'beta', 'target_kl', 'gamma', 'lam', 'vf_coef', 'ptx_coef',
-                                    'eos_penalty', 'logprob_temperature')
+    POSITIVE: ClassVar[tuple] = ("batch_size", "minibatch_size", "ppo_epochs", "lr", "max_new_tokens", "temperature",
+                                 "kl_horizon", "clip")
+    NONNEGATIVE: ClassVar[tuple] = ("grad_clip", "beta", "target_kl", "gamma", "lam", "vf_coef", "ptx_coef",
+                                    "eos_penalty", "logprob_temperature")
     CHOICES: ClassVar[dict] = {"value_init": ("rm", "sft"), "kl_estimator": ("k1", "k3")}
 
 
@@ -285,17 +285,14 @@ def policy_loss(logprobs, old_logprobs, advantages, response_mask, clip=0.2):
 
 
 def value_loss(values, old_values, returns, response_mask, clip=0.2):
-    """Clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2). Returns (loss, stats).
-
-    clip=None gives the plain 0.5 * (V - R)^2 (the value-clipping ablation).
-    """
+    """Clipped value loss 0.5 * max((V - R)^2, (V_clip - R)^2). Returns (loss, stats); clip=None: the plain
+    0.5 * (V - R)^2 (the value-clipping ablation)."""
     mask = response_mask.bool()
     if clip is None:
         return 0.5 * masked_mean((values - returns) ** 2, mask), {"value_clipfrac": 0.0}
     # V_clip = V_old + clip(V - V_old, -eps, eps): the value may move at most eps per batch
     v_clipped = old_values + torch.clamp(values - old_values, -clip, clip)  # (B, T)
-    err = (values - returns) ** 2
-    err_clipped = (v_clipped - returns) ** 2
+    err, err_clipped = (values - returns) ** 2, (v_clipped - returns) ** 2
     loss = 0.5 * masked_mean(torch.maximum(err, err_clipped), mask)
     with torch.no_grad():
         stats = {"value_clipfrac": masked_mean((err_clipped > err).float(), mask).item()}
@@ -320,8 +317,7 @@ def entropy_from_logits(logits, mask):
 def ptx_loss(logits, targets, mask):
     """PPO-ptx pretraining term as a masked next-token cross-entropy; the caller multiplies by gamma_ptx.
 
-    logits[:, t] predicts targets[:, t] (targets already shifted, nanoGPT style);
-    mask (B, T) is 1 on the targets that count.
+    logits[:, t] predicts targets[:, t] (targets already shifted, nanoGPT style); mask (B, T): the ones that count.
     """
     # InstructGPT eq. 2: objective += gamma * E_{x ~ D_pretrain}[log pi_RL(x)], so loss = -log pi_RL(x)
     nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
@@ -346,9 +342,7 @@ class AdaptiveKLController:
     """Ziegler et al. 2019 §2.2: steer beta so the KL tracks a target."""
 
     def __init__(self, init_beta, target, horizon):
-        self.value = init_beta
-        self.target = target
-        self.horizon = horizon
+        self.value, self.target, self.horizon = init_beta, target, horizon
 
     def update(self, current_kl, n_steps):
         # e_t = clip(KL_t / KL_target - 1, -0.2, 0.2); beta <- beta * (1 + K_beta * e_t)

@@ -35,7 +35,7 @@ class Config:
     """more RM prompts after the scale's own (a larger label budget; every other set stays the same)"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    NONNEGATIVE: ClassVar[tuple] = ('rm_extra',)
+    NONNEGATIVE: ClassVar[tuple] = ("rm_extra",)
     CHOICES: ClassVar[dict] = {"scale": tuple(SCALES)}
 
 
