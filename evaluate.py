@@ -117,10 +117,6 @@ def knowledge(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
 
 
 def preference(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
-    if cfg.samples < 1:
-        raise SystemExit(f"--samples={cfg.samples}: need at least one response per prompt")
-    if cfg.split not in ("test", "val"):
-        raise SystemExit(f"--split={cfg.split}: test or val")
     rows = read_jsonl(os.path.join(cfg.data_dir, f"{cfg.split}_prompts.jsonl"), PROMPT)
     policies = {k: v for k, v in policies.items() if k != "gpt"}  # the base model is judged in the pipeline's ladder
     texts, tok = {}, None   # texts[name][s][i]: sample s of the response to prompt i

@@ -56,6 +56,7 @@ class BenchConfig:
     "attention path: manual or sdpa"
     dtype: str = "auto"
     "the fast paths' autocast: bfloat16, float32, or auto (bfloat16 where the device runs it natively)"
+    CHOICES: ClassVar[dict] = {"dtype": ("auto", "float32", "bfloat16"), "attn": ("manual", "sdpa")}
     train_batch: int = 16
     "training batch size (sequences)"
     train_len: int = 128

@@ -99,10 +99,10 @@ class PPOConfig:
         """The temperature of every log-prob in the KL and the ratio: the sampling one unless ablated."""
         return self.logprob_temperature or self.temperature
 
-    POSITIVE: ClassVar[tuple] = ("batch_size", "minibatch_size", "ppo_epochs", "lr", "max_new_tokens", "temperature",
+    POSITIVE: ClassVar[tuple] = ("batch_size", "minibatch_size", "ppo_epochs", "max_new_tokens", "temperature",
                                  "kl_horizon", "clip")
-    NONNEGATIVE: ClassVar[tuple] = ("grad_clip", "beta", "target_kl", "gamma", "lam", "vf_coef", "ptx_coef",
-                                    "eos_penalty", "logprob_temperature")
+    NONNEGATIVE: ClassVar[tuple] = ("lr", "grad_clip", "beta", "target_kl", "gamma", "lam", "vf_coef", "ptx_coef",
+                                    "eos_penalty", "logprob_temperature")  # lr 0: the identity check of a step
     CHOICES: ClassVar[dict] = {"value_init": ("rm", "sft"), "kl_estimator": ("k1", "k3")}
 
 

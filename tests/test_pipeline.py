@@ -7,7 +7,7 @@ import re
 import pytest
 
 import pipeline
-from nanorlhf.config import parse_config
+from nanorlhf.config import ConfigError, parse_config
 from nanorlhf.stages import Stages
 
 
@@ -68,7 +68,7 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     assert two["samples"] == 2 and two["lo"] <= two["rate"] <= two["hi"]
     test = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2"]))
     assert val["sft"]["gold"] != test["sft"]["gold"]   # other prompts were judged, not the test ones again
-    with pytest.raises(SystemExit, match="--samples=0"):
+    with pytest.raises(ConfigError, match="--samples=0"):  # refused while the flags are read, before any work
         evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=0"]))
     know = evaluate.main(parse_config(evaluate.Config, common + ["--suite=knowledge"]))
     assert 0 <= know["gpt"]["attempt_rate"]["all"] <= 1

@@ -27,7 +27,7 @@ import threading
 import time
 
 from nanorlhf.jsonl import COMPARISON, DataError, Field, append_jsonl, read_jsonl, validate_row
-from nanorlhf.labelapp.checks import gold_hits, ranking_of, share
+from nanorlhf.labelapp.checks import CHOICES, gold_hits, ranking_of, share
 
 TYPES = ("session", "item", "label", "retract")
 EVENT = (Field("id", str), Field("type", str, check=lambda t, row: None if t in TYPES else f"unknown type {t!r}"),
@@ -53,7 +53,8 @@ def event_problem(ev: dict, items: dict) -> str | None:
         return "no item_id"
     k = len(items[ev["item_id"]]["completions"]) if ev["item_id"] in items else None
     if "choice" in ev:
-        return None if ev["choice"] in (0, 1) and ev.get("left") in (0, 1) else "choice and left must be 0 or 1"
+        return None if ev["choice"] in CHOICES and ev.get("left", 0) in (0, 1) else \
+            f"choice must be one of {', '.join(CHOICES)} (and left 0 or 1)"
     r = ev.get("ranking")
     if not (isinstance(r, list) and r and all(isinstance(g, list) and g for g in r)
             and all(isinstance(i, int) and not isinstance(i, bool) for g in r for i in g)):
