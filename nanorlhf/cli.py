@@ -57,15 +57,20 @@ def make_hint(path: str) -> str:
     return ""
 
 
+def one_line(text: str) -> str:
+    """A message of several lines (a resume's list of changed fields) as one."""
+    return "; ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
 def explain(e: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit status) for an error a user can cause; None for a bug."""
     if isinstance(e, MissingCheckpoint):
         hint = make_hint(e.path)
         return str(e) + (f"; {hint}" if hint else ""), USAGE
     if isinstance(e, (ConfigError, DataError, CheckpointError, LogError)):
-        return str(e).strip().splitlines()[0] if isinstance(e, ConfigError) else str(e).strip(), USAGE
+        return one_line(str(e)), USAGE
     if isinstance(e, NonFiniteError):
-        return str(e), FAILURE
+        return one_line(str(e)), FAILURE
     if isinstance(e, FileNotFoundError):
         name = e.filename or str(e)
         hint = make_hint(str(name))
