@@ -43,12 +43,17 @@ class ConfigError(ValueError):
 COMMON_CHOICES = {"device": ("cpu", "cuda", "auto"), "dtype": ("float32", "bfloat16"), "attn": ("manual", "sdpa")}
 
 
+def own_choices(owner) -> dict[str, tuple]:
+    """The valid values of one dataclass's (or instance's) choice fields: the shared ones it has, and its CHOICES."""
+    names = {f.name for f in dataclasses.fields(owner)}
+    return {**{k: v for k, v in COMMON_CHOICES.items() if k in names}, **getattr(owner, "CHOICES", {})}
+
+
 def choices(cls) -> dict[str, tuple]:
-    """Flag -> its valid values, for the flags of cls that take one of a fixed set."""
-    names = flat_fields(cls)
-    out = {k: v for k, v in COMMON_CHOICES.items() if k in names}
-    for owner in {o for o, _ in names.values()} | {cls}:
-        out.update(getattr(owner, "CHOICES", {}))
+    """Flag -> its valid values, for the flags of cls (nested dataclasses' included) that take one of a fixed set."""
+    out: dict[str, tuple] = {}
+    for owner in {o for o, _ in flat_fields(cls).values()} | {cls}:
+        out.update(own_choices(owner))
     return out
 
 
@@ -56,26 +61,23 @@ def check_values(cfg) -> None:
     """Refuse values no run can use, before any work starts: a Config (or a nested one) lists in POSITIVE the
     fields that must be > 0 (and finite), in NONNEGATIVE those that must be >= 0; CHOICES fields must be valid."""
     for f in dataclasses.fields(cfg):
-        v = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(v):
-            check_values(v)
-    for name in getattr(cfg, "POSITIVE", ()):
-        v = getattr(cfg, name)
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise ConfigError(f"--{name}={v}: must be a finite number > 0")
-    for name in getattr(cfg, "NONNEGATIVE", ()):
-        v = getattr(cfg, name)
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-            raise ConfigError(f"--{name}={v}: must be a finite number >= 0")
-    for name, valid in {**{k: c for k, c in COMMON_CHOICES.items() if hasattr(cfg, k)},
-                        **getattr(cfg, "CHOICES", {})}.items():
+        if dataclasses.is_dataclass(getattr(cfg, f.name)):
+            check_values(getattr(cfg, f.name))
+    rules = ((getattr(cfg, "POSITIVE", ()), lambda v: v > 0, "> 0"),
+             (getattr(cfg, "NONNEGATIVE", ()), lambda v: v >= 0, ">= 0"))
+    for names, ok, words in rules:
+        for name in names:
+            v = getattr(cfg, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and ok(v)):
+                raise ConfigError(f"--{name}={v}: must be a finite number {words}")
+    for name, valid in own_choices(cfg).items():
         if getattr(cfg, name) not in valid:
             raise ConfigError(f"--{name}={getattr(cfg, name)}: valid values are {', '.join(map(str, valid))}")
 
 
-def did_you_mean(word: str, options) -> str:
+def did_you_mean(word: str, options, prefix: str = "") -> str:
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
+    return f"; did you mean {prefix}{close[0]}?" if close else ""
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -188,12 +190,11 @@ def parse_config(cls, argv: list[str] | None = None):
     flags: dict[str, str] = {}
     for arg in argv:
         if not arg.startswith("--") or "=" not in arg:
-            hint = did_you_mean(arg.lstrip("-"), names)
-            raise ConfigError(f"expected --name=value, got {arg!r}{hint.replace('mean ', 'mean --')}"
-                              " (--help lists the flags)")
+            hint = did_you_mean(arg.lstrip("-").split("=")[0], names, "--")
+            raise ConfigError(f"expected --name=value, got {arg!r}{hint} (--help lists the flags)")
         k, v = arg[2:].split("=", 1)
         if k != "preset" and k not in names:
-            hint = did_you_mean(k, names).replace("mean ", "mean --") or "; valid: " + ", ".join(names)
+            hint = did_you_mean(k, names, "--") or "; valid: " + ", ".join(names)
             raise ConfigError(f"unknown flag --{k}{hint} (--help says what each does)")
         flags[k] = v
     values: dict = {}
