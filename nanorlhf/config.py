@@ -202,7 +202,8 @@ def parse_config(cls, argv: list[str] | None = None):
     if "preset" in flags:
         p = flags.pop("preset")
         if p not in presets:
-            raise ConfigError(f"unknown preset {p!r}{did_you_mean(p, presets)}; valid: {', '.join(presets) or '(none)'}")
+            valid = ", ".join(presets) or "(none)"
+            raise ConfigError(f"unknown preset {p!r}{did_you_mean(p, presets)}; valid: {valid}")
         values.update({k: convert(cls, k, v) for k, v in presets[p].items()})
         if "preset" in names:
             values["preset"] = p
