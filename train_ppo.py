@@ -34,7 +34,7 @@ from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.optim import clip_grad, make_optimizer
 from nanorlhf.ppo import PPOConfig
-from nanorlhf.precision import autocast
+from nanorlhf.precision import autocast, cache_dtype
 from nanorlhf.device import resolve_device
 from nanorlhf.experience import (PromptSampler, diagnose, length_groups, make_experience, minibatch_loss, ptx_batches,
                                  rollout, show_samples, value_from_rm)
@@ -58,7 +58,8 @@ class Config:
     ptx_batch_size: int = 8
     """pretraining sequences per gradient step when ptx_coef > 0"""
     dtype: str = "float32"
-    """float32, or bfloat16 autocast for scoring and update passes; rollouts stay float32 (nanorlhf/precision.py)"""
+    """float32, or bfloat16 autocast for scoring and update passes (and a bfloat16 KV cache for rollouts where the
+    CPU runs bfloat16 natively; their matmuls stay float32: nanorlhf/precision.py)"""
     save_every: int = 20
     """iterations between checkpoints (kept as iter{N}.pt for over-optimisation curves)"""
     log_samples: int = 2
@@ -152,9 +153,9 @@ def main(cfg: Config) -> dict:
     flops = 0.0
     while it < cfg.iterations:
         t0 = time.time()
-        # 1. rollout: prompts -> responses, with the KV cache
+        # 1. rollout: prompts -> responses, with the KV cache (bfloat16 under --dtype=bfloat16 where native)
         batch = prompts.next(hp.batch_size)
-        ro = rollout(policy, tok, batch, hp, gen)
+        ro = rollout(policy, tok, batch, hp, gen, cache_dtype(cfg.dtype, device))
         t_gen = time.time() - t0
         # 2-4. score with the RM, per-token KL penalty, GAE (no gradients)
         with autocast(cfg.dtype, device):

@@ -9,8 +9,10 @@ processes on the same cores slow each other down many times over). Pairs, timed 
 and each side's median kept, so a machine whose speed drifts moves both alike:
 
   training step   --dtype autocast (bfloat16 where the CPU has it)   vs  float32
-  generation      the KV cache                                       vs  the whole prefix every step
-  PPO iteration   trimmed passes, length-grouped minibatches         vs  full-width passes, random minibatches
+  generation      the KV cache (bfloat16 where native)               vs  the whole prefix every step
+                  the same cache                                     vs  a float32 cache
+  PPO iteration   trimmed passes, length-grouped minibatches,        vs  full-width passes, random minibatches,
+                  the rollouts' bfloat16 cache (where native)            a float32 cache
   RM fit step     one forward pass for all the step's completions    vs  one forward pass per prompt
 
 The PPO iteration is the pipeline's: 64 episodes, 2 PPO epochs x 2 minibatches, policy, reference,
@@ -37,7 +39,7 @@ from nanorlhf.generate import Rollout, generate
 from nanorlhf.metrics import measure_matmul_peak
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.optim import make_optimizer
-from nanorlhf.precision import autocast, cpu_name, fast_bfloat16
+from nanorlhf.precision import autocast, cache_dtype, cpu_name, fast_bfloat16
 
 
 @dataclass
@@ -126,18 +128,24 @@ def bench_train(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict
             "flops_per_s": tokens * flops_per_token(cfg, b.train_len) / fast}
 
 
-def bench_generate(cfg: GPTConfig, b: BenchConfig, device: str) -> dict:
-    """New tokens/s with the KV cache against the no-cache loop (no stop token: every row runs to the end)."""
+def bench_generate(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
+    """New tokens/s with the KV cache (in precision.cache_dtype) against the no-cache loop, and that cache against a
+    float32 one (no stop token: every row runs to the end)."""
     torch.manual_seed(0)
     model = GPT(cfg).to(device).eval()
     prompts = torch.randint(cfg.vocab_size, (b.gen_batch, b.prompt_len), generator=torch.Generator().manual_seed(0))
+    kv = cache_dtype(dtype, device)
 
-    def run(cache):
-        generate(model, prompts.tolist(), b.new_tokens, generator=torch.Generator().manual_seed(0), use_cache=cache)
+    def run(cache, kv_dtype=kv):
+        generate(model, prompts.tolist(), b.new_tokens, generator=torch.Generator().manual_seed(0), use_cache=cache,
+                 cache_dtype=kv_dtype)
 
     fast, plain = interleaved(lambda: run(True), lambda: run(False), b.reps, device)
+    again, f32 = interleaved(lambda: run(True), lambda: run(True, torch.float32), b.reps, device)
     n = b.gen_batch * b.new_tokens
-    return {"tokens_per_s": n / fast, "no_cache_tokens_per_s": n / plain, "speedup_vs_no_cache": plain / fast}
+    return {"tokens_per_s": n / fast, "no_cache_tokens_per_s": n / plain, "speedup_vs_no_cache": plain / fast,
+            "cache_dtype": str(kv).removeprefix("torch."), "float32_cache_tokens_per_s": n / f32,
+            "speedup_vs_float32_cache": f32 / again}
 
 
 def world_lengths(n: int, longest_prompt: int, longest_response: int, seed: int = 0):
@@ -177,7 +185,8 @@ def bench_ppo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
         hp = PPOConfig(trim_padding=trim, group_by_length=trim)
         gen = torch.Generator().manual_seed(0)
         t0 = time.perf_counter()
-        ro = cut_responses(generate(policy, prompts, b.ppo_new_tokens, generator=gen), rlen, stop, 0)
+        kv = cache_dtype(dtype, device) if trim else torch.float32  # the plain side: the float32 cache
+        ro = cut_responses(generate(policy, prompts, b.ppo_new_tokens, generator=gen, cache_dtype=kv), rlen, stop, 0)
         t1 = time.perf_counter()
         with autocast(dtype, device):
             exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=hp.beta, hp=hp)
@@ -252,10 +261,11 @@ def main(b: BenchConfig) -> dict:
     mfu = train["flops_per_s"] / peaks[dtype]
     print(f"train {b.train_batch}x{b.train_len}: {dtype} {train['tokens_per_s']:,.0f} tokens/s (MFU {mfu:.1%} of the "
           f"{dtype} peak), float32 {train['plain_tokens_per_s']:,.0f}")
-    gen = bench_generate(cfg, b, device)
-    print(f"generate batch {b.gen_batch}, prompt {b.prompt_len}, {b.new_tokens} new: KV cache "
+    gen = bench_generate(cfg, b, dtype, device)
+    print(f"generate batch {b.gen_batch}, prompt {b.prompt_len}, {b.new_tokens} new: KV cache ({gen['cache_dtype']}) "
           f"{gen['tokens_per_s']:,.0f} tokens/s, no cache {gen['no_cache_tokens_per_s']:,.0f} "
-          f"({gen['speedup_vs_no_cache']:.1f}x)")
+          f"({gen['speedup_vs_no_cache']:.1f}x), float32 cache {gen['float32_cache_tokens_per_s']:,.0f} "
+          f"({gen['speedup_vs_float32_cache']:.2f}x)")
     ppo = bench_ppo(cfg, b, dtype, device)
     print(f"PPO iteration, {b.ppo_batch} episodes ({ppo['real_token_share']:.0%} of positions real): trimmed "
           f"{ppo['episodes_per_s']:.1f} episodes/s (generate {ppo['generate_s']:.2f}s, score {ppo['score_s']:.2f}s, "

@@ -74,11 +74,15 @@ def value_from_rm(rm, rm_bias: float):
 
 
 @torch.no_grad()
-def rollout(policy, tok, batch: list[dict], hp: PPOConfig, generator) -> Rollout:
-    """Step 1: responses to a batch of prompts, sampled with the KV cache, ending at <|endoftext|>."""
+def rollout(policy, tok, batch: list[dict], hp: PPOConfig, generator, cache_dtype=torch.float32) -> Rollout:
+    """Step 1: responses to a batch of prompts, sampled with the KV cache, ending at <|endoftext|>.
+
+    A bfloat16 cache (precision.cache_dtype) changes the samples' distribution only slightly; the old
+    log-probs PPO's ratio needs are recomputed by make_experience either way, so the first ratio is 1.
+    """
     ids = [chat_prompt(tok, r["prompt"]) for r in batch]
     return generate(policy, ids, hp.max_new_tokens, temperature=hp.temperature, stop_token=tok.eot_id,
-                    pad_id=tok.pad_id, generator=generator)
+                    pad_id=tok.pad_id, generator=generator, cache_dtype=cache_dtype)
 
 
 def rlhf_rewards(score, logprobs, ref_logprobs, response_mask, ended, beta, *, kl_in_reward=True,

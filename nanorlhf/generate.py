@@ -92,7 +92,8 @@ def inverse_cdf_sample(probs, u):
 @torch.no_grad()
 def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, temperature=1.0,
              top_k=None, top_p=None, greedy=False, stop_token=None, pad_id=0,
-             generator: torch.Generator | None = None, row_seeds=None, use_cache=True) -> Rollout:
+             generator: torch.Generator | None = None, row_seeds=None, use_cache=True,
+             cache_dtype=torch.float32) -> Rollout:
     """Sample up to max_new_tokens per prompt. use_cache=False recomputes the whole
     prefix at every step (the naive loop, kept as the reference the cache is tested against).
     greedy takes the argmax and records its log-prob under softmax(logits / temperature).
@@ -114,7 +115,7 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
 
     was_training = model.training
     model.eval()
-    cache = KVCache(model.cfg, B, P + N, device=device) if use_cache else None
+    cache = KVCache(model.cfg, B, P + N, device=device, dtype=cache_dtype) if use_cache else None
     # prefill; the unembedding runs only where the next token is read (last_only)
     logits = model(tokens[:, :P], attention_mask[:, :P], kv_cache=cache, last_only=True)[:, -1]  # (B, V)
     for t in range(N):

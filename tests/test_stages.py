@@ -39,14 +39,20 @@ def test_kl_as_a_loss_refuses_the_k1_estimator(stages):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_ppo_with_zero_learning_rate_is_the_identity(stages, dtype):
+def test_ppo_with_zero_learning_rate_is_the_identity(stages, dtype, monkeypatch):
     """With lr = 0: ratio = 1, approx KL = 0, clip fraction = 0 (up to float noise of batching). Under bfloat16
-    too: the old log-probs are recomputed under the same autocast as the new ones, so the ratio does not carry
-    the rounding gap between float32 sampling and bfloat16 scoring."""
+    too, with the rollouts' bfloat16 KV cache (forced on, whatever this CPU): the old log-probs are recomputed
+    under the same autocast as the new ones, so the ratio does not carry the gap between sampling and scoring."""
+    import nanorlhf.experience as experience
+    import nanorlhf.precision as precision
+    monkeypatch.setattr(precision, "fast_bfloat16", lambda device="cpu": True)
+    caches, real = [], experience.generate
+    monkeypatch.setattr(experience, "generate", lambda *a, **k: caches.append(k["cache_dtype"]) or real(*a, **k))
     res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, f"ppo_lr0_{dtype}", "--lr=0",
                                                                   "--iterations=1", f"--dtype={dtype}")))
     m = res["metrics"][0]
     assert abs(m["ppo/ratio_mean"] - 1) < 1e-5 and abs(m["ppo/approx_kl"]) < 1e-6 and m["ppo/clipfrac"] == 0
+    assert caches == [getattr(torch, dtype)]
 
 
 def test_one_ppo_step_changes_every_parameter(stages):
