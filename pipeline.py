@@ -54,8 +54,7 @@ class Config:
     """attention of every model: manual, or sdpa (fused, tested equal; slower than manual under bfloat16 here)"""
     dtype: str = "bfloat16"
     """autocast of pretraining, SFT, the RM fit and PPO's scoring and update passes (bfloat16: ~1.5x faster
-    on a CPU with AVX512-BF16); PPO's rollouts keep a bfloat16 KV cache there, other sampling stays float32
-    (nanorlhf/precision.py)"""
+    on a CPU with AVX512-BF16); sampling stays float32 (nanorlhf/precision.py)"""
     sft_epochs: int = 6
     """SFT epochs (paper: 16)"""
     flan_epochs: int = 4

@@ -49,7 +49,8 @@ def test_ppo_with_zero_learning_rate_is_the_identity(stages, dtype, monkeypatch)
     caches, real = [], experience.generate
     monkeypatch.setattr(experience, "generate", lambda *a, **k: caches.append(k["cache_dtype"]) or real(*a, **k))
     res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, f"ppo_lr0_{dtype}", "--lr=0",
-                                                                  "--iterations=1", f"--dtype={dtype}")))
+                                                                  "--iterations=1", f"--dtype={dtype}",
+                                                                  f"--rollout_cache={dtype}")))
     m = res["metrics"][0]
     assert abs(m["ppo/ratio_mean"] - 1) < 1e-5 and abs(m["ppo/approx_kl"]) < 1e-6 and m["ppo/clipfrac"] == 0
     assert caches == [getattr(torch, dtype)]
