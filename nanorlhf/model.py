@@ -281,11 +281,13 @@ _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c
 
 
 def export_gpt2_state_dict(model: GPT):
-    sd = {}
-    for name, p in model.state_dict().items():  # names already match, e.g. transformer.h.0.ln_1.weight
-        p = p.detach().clone()
-        sd[name] = p.t().contiguous() if name.endswith(_CONV1D) else p
-    return sd
+    return conv1d_layout(model.state_dict())  # names already match, e.g. transformer.h.0.ln_1.weight
+
+
+def conv1d_layout(sd: dict) -> dict:
+    """Copies of a state dict's tensors, the Conv1D weights transposed to HF's (in, out)."""
+    return {name: p.detach().t().contiguous() if name.endswith(_CONV1D) else p.detach().clone()
+            for name, p in sd.items()}
 
 
 def import_gpt2_state_dict(sd, cfg):
