@@ -73,6 +73,8 @@ class Config:
     """write comparisons / pairs / HH / ties exports of the --report (or --log) logs to this folder"""
     cutoff: float = 0.75
     """gold agreement under which a labeler's labels are marked (paper: 75%)"""
+    keep_below_cutoff: bool = False
+    """keep the pairs and HH rows of labelers below the cutoff in the export (marked; left out by default)"""
     max_body: int = 65536
     """largest request body accepted, in bytes (larger gets 413)"""
     max_new_tokens: int = 48
@@ -169,7 +171,7 @@ def main(cfg: Config, more_logs: list[str] | tuple = ()) -> None:
         if cfg.report:
             print(report_text(logs, cfg.data_dir, cfg.cutoff, cfg.seed))
         if cfg.export:
-            counts = export(logs, cfg.export, cfg.cutoff)
+            counts = export(logs, cfg.export, cfg.cutoff, cfg.keep_below_cutoff)
             print(f"wrote {cfg.export}: " + ", ".join(f"{n} ({c} rows)" for n, c in counts.items()))
         return
     if more_logs:

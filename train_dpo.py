@@ -40,6 +40,7 @@ from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import label_counts
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.pairs import read_pairs
 from nanorlhf.rankings import usable
 from nanorlhf.schemas import DataError
 from nanorlhf.device import resolve_device
@@ -52,6 +53,8 @@ class Config:
     """SFT checkpoint: the initial policy and the frozen reference pi_ref"""
     comparisons: str = "out/small/rm/comparisons.jsonl"
     """K-way rankings to fit (the RM's training comparisons)"""
+    pairs: str = ""
+    """or fit preference pairs instead: TRL, TRL conversational or Anthropic HH rows (nanorlhf/pairs.py)"""
     val_comparisons: str = "out/small/rm/val_comparisons.jsonl"
     """held-out comparisons for the implicit-reward accuracy ('' to skip)"""
     out_dir: str = "out/small/dpo"
@@ -100,9 +103,9 @@ def main(cfg: Config) -> dict:
     policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     ref.requires_grad_(False).eval()
-    cmp = usable(load_comparisons(cfg.comparisons))
+    cmp = usable(read_pairs(cfg.pairs) if cfg.pairs else load_comparisons(cfg.comparisons))
     if not cmp:
-        raise DataError(f"{cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn from")
+        raise DataError(f"{cfg.pairs or cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn")
     steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
     steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
     print(f"{len(cmp)} comparisons ({sum(len(c['completions']) for c in cmp)} completions), {steps} steps")
@@ -149,7 +152,7 @@ def main(cfg: Config) -> dict:
     human, ai = label_counts(cmp)                      # source "ai" rows (RLAIF) are AI feedback, the rest human
     extra = {"model_config": dataclasses.asdict(policy.cfg), "tokenizer": sft_ck["extra"]["tokenizer"],
              "report": report, "lineage": {"human_labels": human, "ai_labels": ai, "wall_s": report["wall_s"]},
-             "inputs": {p: file_sha256(p) for p in (cfg.sft, cfg.comparisons)}}
+             "inputs": {p: file_sha256(p) for p in (cfg.sft, cfg.pairs or cfg.comparisons)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
     save_checkpoint(ckpt, model=policy.state_dict(), config=config_dict(cfg), step=step, extra=extra)
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))

@@ -32,14 +32,15 @@ from typing import ClassVar
 from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
 from nanorlhf.comparisons import (CollectConfig, collect_comparisons, heldout_group_eval, labeler_agreement,
                                   load_comparisons)
-from nanorlhf.cli import run
+from nanorlhf.cli import UsageError, run
 from nanorlhf.config import config_dict, print_config
 from nanorlhf.device import resolve_device
 from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import DEMO, read_jsonl
 from nanorlhf.judge import Judge
-from nanorlhf.metrics import MetricsLog
+from nanorlhf.metrics import MetricsLog, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.pairs import read_pairs
 from nanorlhf.precision import autocast
 from nanorlhf.rankings import comparisons_to_two_way
 from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
@@ -57,6 +58,8 @@ class Config:
     """where the RM checkpoint, comparisons and metrics go"""
     comparisons: str = ""
     """reuse these comparisons (JSONL) instead of sampling and labeling anew"""
+    pairs: str = ""
+    """or train on preference pairs: TRL, TRL conversational or Anthropic HH rows (nanorlhf/pairs.py), each K = 2"""
     human_labels: str = ""
     """labeling logs from label.py (comma-separated) whose comparisons join the training set"""
     human_weight: float = 1.0
@@ -100,7 +103,10 @@ def main(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
-    given = load_comparisons(cfg.comparisons) if cfg.comparisons else None  # a bad file fails before any work
+    if cfg.comparisons and cfg.pairs:
+        raise UsageError("give --comparisons or --pairs, not both")
+    # a bad file fails before any work
+    given = load_comparisons(cfg.comparisons) if cfg.comparisons else read_pairs(cfg.pairs) if cfg.pairs else None
     os.makedirs(cfg.out_dir, exist_ok=True)
 
     # 1-2. sample K completions per prompt and have one training labeler rank them
@@ -139,10 +145,11 @@ def main(cfg: Config) -> dict:
         print(f"RM validation pairwise accuracy {report['val_accuracy']:.3f} "
               f"(labelers agree with each other on {report['labeler_agreement']:.3f} of the same pairs; "
               f"ratio {report['val_accuracy'] / report['labeler_agreement']:.2f})")
-        if cfg.heldout_folds > 0 and not cfg.comparisons:
+        if cfg.heldout_folds > 0 and given is None:
             report["heldout"] = heldout_group_eval(sft, tok, judge, train_cmp, val_cmp, cfg.heldout_folds, lr=cfg.lr,
                                                    epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
                                                    seed=cfg.seed, device=device)
+    plot_curves(log.read(), ["rm/loss", "rm/accuracy"], os.path.join(cfg.out_dir, "curves.png"), title="reward model")
     extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
@@ -150,7 +157,7 @@ def main(cfg: Config) -> dict:
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     # FLOPs: sampling (forward only, 1/3 of training per token) plus one training pass per epoch
     n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in fit_cmp for x in c["completions"])
-    flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if cfg.comparisons else 1 / 3) + cfg.epochs)
+    flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if given is not None else 1 / 3) + cfg.epochs)
     print(f"done: bias {bias:+.3f} -> {ckpt}")
     return {"report": report, "ckpt": ckpt, "rm": rm, "bias": bias, "flops": flops}
 

@@ -93,20 +93,36 @@ def measure_matmul_peak(device: str = "cpu", n: int = 1024, reps: int = 10, dtyp
     return 2 * n ** 3 * reps / (time.perf_counter() - t)
 
 
-def plot_curves(rows: list[dict], keys: list[str], path, title: str = "") -> None:
-    """One PNG with a panel per metric name, against step."""
+AXIS_LABELS = {
+    "train/loss": "training loss (nats/token)", "val/loss": "validation loss (nats/token)",
+    "time/mfu": "MFU (share of the dtype's matmul peak)", "rm/loss": "ranking loss (eq. 1)",
+    "rm/accuracy": "pairwise accuracy (batch)", "objective/score": "RM score r(x, y)",
+    "objective/kl": "KL to the SFT model (nats)", "ppo/clipfrac": "clipped share of ratios",
+    "ppo/approx_kl": "approx. KL per step (nats)", "val/explained_var": "value: explained variance",
+    "response/length": "response length (tokens)", "ptx/loss": "pretraining loss (nats/token)",
+    "dpo/loss": "DPO loss", "dpo/margin": "implicit reward margin", "dpo/accuracy": "implicit reward accuracy",
+}
+
+
+def plot_curves(rows: list[dict], keys: list[str], path, title: str = "", xlabel: str = "step") -> None:
+    """One PNG with a panel per metric name against step, three panels a row, each y axis labelled."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     keys = [k for k in keys if any(r.get(k) is not None for r in rows)]
     if not keys:
         return
-    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3), squeeze=False)
-    for ax, k in zip(axes[0], keys):
+    ncols = min(3, len(keys))
+    nrows = (len(keys) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3 * nrows), squeeze=False)
+    for ax, k in zip(axes.flat, keys):
         pts = [(r["step"], r[k]) for r in rows if r.get(k) is not None]
         ax.plot([p[0] for p in pts], [p[1] for p in pts])
         ax.set_title(k)
-        ax.set_xlabel("step")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(AXIS_LABELS.get(k, k))
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -149,7 +149,7 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
     opt = make_optimizer(rm, lr, weight_decay=0.0)
     g = torch.Generator().manual_seed(seed)
     steps = epochs * ((len(train) + batch_prompts - 1) // batch_prompts)
-    bar, losses, step, guard = Progress(steps, "rm"), [], 0, NonFiniteGuard(max_consecutive=3)
+    bar, losses, accs, step, guard = Progress(steps, "rm"), [], [], 0, NonFiniteGuard(max_consecutive=3)
     rm.train()
     for _ in range(epochs):
         for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
@@ -169,8 +169,11 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
                 opt.step()
             step += 1
             losses.append(loss.item())
+            accs.append(sum(pairwise_accuracy(r.detach(), ranking_to_ranks(c["ranking"])) for r, c in zip(rewards, batch))
+                        / len(batch))
             if log is not None and step % 10 == 0:
-                log.write(step, **{"rm/loss": sum(losses[-10:]) / len(losses[-10:])})
+                log.write(step, **{"rm/loss": sum(losses[-10:]) / len(losses[-10:]),
+                                   "rm/accuracy": sum(accs[-10:]) / len(accs[-10:])})
             if progress and (step % max(1, steps // 10) == 0 or step == steps):
                 print(bar.line(step, loss=sum(losses[-20:]) / len(losses[-20:])))
     rm.eval()

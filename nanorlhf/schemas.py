@@ -177,7 +177,8 @@ COMPARISON = (
     Field("likert", list[int], required=False, check=_likert),
     Field("flags", list[dict], required=False, nonempty=False),
 )
-PAIR = (Field("prompt", str), Field("chosen", str), Field("rejected", str))
+# as in COMPARISON, an empty answer is data (a policy may end at once); the prompt is not
+PAIR = (Field("prompt", str), Field("chosen", str, nonempty=False), Field("rejected", str, nonempty=False))
 
 
 def label_counts(comparisons) -> tuple[int, int]:

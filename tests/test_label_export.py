@@ -46,7 +46,8 @@ def test_queue_mixes_gold_at_the_rate_and_overlaps_across_labelers(world):
 
 
 def test_gold_agreement_is_shown_and_low_scorers_are_marked(world, tmp_path):
-    """The page state shows agreement with gold so far; under 75% it is flagged, and the report and exports mark the labels."""
+    """The page state shows agreement with gold so far; under 75% it is flagged, the report marks the labels, and the
+    pairs exports leave them out unless asked (then marked)."""
     path = str(tmp_path / "dave.jsonl")
     with running(path, queue(world, labeler="dave", n=8, gold_rate=0.25), labeler="dave") as server:
         rank_by(server, lambda item, t: len(t), wrong_gold=True)
@@ -55,8 +56,10 @@ def test_gold_agreement_is_shown_and_low_scorers_are_marked(world, tmp_path):
     assert "BELOW 75% CUTOFF" in report_text([path])
     rows = human_comparisons([path])
     assert len(rows) == 6 and all(r["below_cutoff"] and r["gold_agreement"] < 0.75 for r in rows)
-    export([path], str(tmp_path / "out"))
-    pairs = read_jsonl(tmp_path / "out" / "pairs.jsonl", PAIR, unique_key=None)
+    counts = export([path], str(tmp_path / "out"))
+    assert counts["comparisons.jsonl"] == 6 and counts["pairs.jsonl"] == counts["hh.jsonl"] == 0  # left out
+    export([path], str(tmp_path / "kept"), keep_below_cutoff=True)
+    pairs = read_jsonl(tmp_path / "kept" / "pairs.jsonl", PAIR, unique_key=None)
     assert pairs and all(p["below_cutoff"] for p in pairs)
 
 
@@ -116,9 +119,12 @@ def test_human_comparisons_keep_rankings_for_train_rm(world, tmp_path):
         assert r["flags"][0] == {"expresses_opinion": True, "hallucination": True}
         assert r.get("likert") == ([4] * len(r["completions"]) if r["prompt_id"] in full else None)
     out = tmp_path / "out"
-    export([path], str(out))
+    assert all(r["below_cutoff"] for r in rows)  # fay ranks without reading, so the pairs are kept only when asked
+    export([path], str(out), keep_below_cutoff=True)
     assert read_jsonl(out / "comparisons.jsonl", COMPARISON) == rows
-    n_pairs = sum(len(r["completions"]) * (len(r["completions"]) - 1) // 2 - 1 for r in rows)
+    # every pair but the tie (0, 1), and none between two identical texts (the world may sample one twice)
+    n_pairs = sum(1 for r in rows for i in range(len(r["completions"])) for j in range(i + 1, len(r["completions"]))
+                  if (i, j) != (0, 1) and r["completions"][i] != r["completions"][j])
     hh = read_jsonl(out / "hh.jsonl", (), unique_key=None)
     assert len(read_jsonl(out / "pairs.jsonl", PAIR, unique_key=None)) == len(hh) == n_pairs
     assert all(h["chosen"].startswith("\n\nHuman: ") and "\n\nAssistant: " in h["rejected"] for h in hh)

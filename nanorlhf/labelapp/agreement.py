@@ -29,7 +29,7 @@ import statistics
 from nanorlhf.jsonl import COMPARISON, PAIR, write_jsonl
 from nanorlhf.labelapp.checks import JUDGE_FLAGS, ranking_of, share
 from nanorlhf.labelapp.events import CUTOFF, LabelLog, below_cutoff, human_comparisons
-from nanorlhf.rankings import comparisons_to_trl_pairs, pair_agreement
+from nanorlhf.rankings import pair_agreement
 
 
 def _pct(x: float) -> str:
@@ -194,22 +194,19 @@ def _ties(logs: list[LabelLog], marks: dict[str, bool]) -> list[dict]:
     return out
 
 
-def hh(prompt: str, response: str) -> str:
-    """Anthropic HH-RLHF's single-string dialogue format."""
-    return f"\n\nHuman: {prompt}\n\nAssistant: {response}"
+def export(paths, out_dir: str, cutoff: float = CUTOFF, keep_below_cutoff: bool = False) -> dict[str, int]:
+    """Write the five export files (atomically) to out_dir; return rows per file.
 
-
-def export(paths, out_dir: str, cutoff: float = CUTOFF) -> dict[str, int]:
-    """Write the five export files (atomically) to out_dir; return rows per file."""
+    comparisons.jsonl keeps every labeler's rankings, marked; the TRL pairs (prompt in the chat format, with
+    prompt_id) and HH strings leave out labelers below the cutoff unless keep_below_cutoff (nanorlhf/pairs.py)."""
+    from nanorlhf.pairs import to_rows
     os.makedirs(out_dir, exist_ok=True)
     logs = [LabelLog(p) for p in paths]
     people = labeler_rows(logs, cutoff)
     marks = {r["labeler"]: r["below_cutoff"] for r in people}
     comps = human_comparisons(paths, cutoff)
-    pairs = [dict(p, labeler=c["labeler"], below_cutoff=c["below_cutoff"])
-             for c in comps for p in comparisons_to_trl_pairs([c])]
-    hh_rows = [{"chosen": hh(p["prompt"], p["chosen"]), "rejected": hh(p["prompt"], p["rejected"]),
-                "labeler": p["labeler"], "below_cutoff": p["below_cutoff"]} for p in pairs]
+    pairs, hh_rows = ([dict(p, below_cutoff=marks.get(p["labeler"], False)) for p in to_rows(comps, fmt, keep_below_cutoff)]
+                      for fmt in ("trl", "hh"))
     files = {"comparisons.jsonl": (comps, COMPARISON), "pairs.jsonl": (pairs, PAIR),
              "hh.jsonl": (hh_rows, None), "ties.jsonl": (_ties(logs, marks), None),
              "labelers.jsonl": (people, None)}
