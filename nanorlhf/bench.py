@@ -11,8 +11,7 @@ and each side's median kept, so a machine whose speed drifts moves both alike:
   training step   --dtype autocast (bfloat16 where the CPU has it)   vs  float32
   generation      the KV cache (bfloat16 where native)               vs  the whole prefix every step
                   the same cache                                     vs  a float32 cache
-  PPO iteration   trimmed passes, length-grouped minibatches,        vs  full-width passes, random minibatches,
-                  the rollouts' bfloat16 cache (where native)            a float32 cache
+  PPO iteration   trimmed passes, length-grouped minibatches         vs  full-width passes, random minibatches
   RM fit step     one forward pass for all the step's completions    vs  one forward pass per prompt
 
 The PPO iteration is the pipeline's: 64 episodes, 2 PPO epochs x 2 minibatches, policy, reference,
@@ -185,8 +184,7 @@ def bench_ppo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
         hp = PPOConfig(trim_padding=trim, group_by_length=trim)
         gen = torch.Generator().manual_seed(0)
         t0 = time.perf_counter()
-        kv = cache_dtype(dtype, device) if trim else torch.float32  # the plain side: the float32 cache
-        ro = cut_responses(generate(policy, prompts, b.ppo_new_tokens, generator=gen, cache_dtype=kv), rlen, stop, 0)
+        ro = cut_responses(generate(policy, prompts, b.ppo_new_tokens, generator=gen), rlen, stop, 0)  # float32 cache
         t1 = time.perf_counter()
         with autocast(dtype, device):
             exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=hp.beta, hp=hp)

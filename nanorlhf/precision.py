@@ -3,7 +3,7 @@
 Under bfloat16 autocast the matrix multiplies run in bfloat16 while the weights,
 the optimiser state, LayerNorm, softmax, log-softmax and the losses stay in float32
 (torch's autocast op lists); on a CPU with AVX512-BF16 a training step of the 1m
-model runs about 1.5-1.7x faster (README, speed section: `python -m nanorlhf.bench`).
+model runs about 1.5-1.7x faster (docs/results.md, speed: `python -m nanorlhf.bench`).
 Sampling's matmuls lose (a decode step's few rows are bound by overhead, and the casts
 add to it), so they stay float32; only its KV cache may be bfloat16 (`cache_dtype`).
 `fast_bfloat16` detects native bfloat16 rather than assume it; `cpu_name` names the
@@ -38,7 +38,7 @@ def cache_dtype(dtype: str, device: str = "cpu") -> torch.dtype:
     """The KV cache's dtype for sampling under `dtype`: bfloat16 only where it runs natively, else float32.
 
     Decoding reads every cached key and value at every step and is bound by those bytes, not by
-    FLOPs: a bfloat16 cache halves them (about 1.2x faster sampling on one core here; the README's
+    FLOPs: a bfloat16 cache halves them (about 1.2x faster sampling on one core here; docs/results.md,
     speed section), but PPO's rollouts, whose answers are short, gain about 1 s in 60 here, so
     train_ppo.py keeps them float32 unless --rollout_cache=bfloat16. The matmuls stay float32: at
     a decode step's few rows bfloat16 gains nothing.
