@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from nanorlhf.answers import SamplingConfig, answer, is_base, world_prompt, world_scores
 from nanorlhf.checkpoint import load_model
@@ -49,7 +48,6 @@ class Config:
     """which held-out labeler gives the Likert rating"""
     device: str = "cpu"
     """cpu, cuda or auto"""
-    CHOICES: ClassVar[dict] = {}
 
 
 def policies(cfg: Config) -> dict[str, str]:

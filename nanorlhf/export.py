@@ -137,7 +137,8 @@ def tokenizer_config(tok, block_size: int) -> dict:
 
 def hf_config(cfg, tok, reward_model: bool, score_offset: float = 0.0) -> dict:
     """GPT-2's config.json for a GPTConfig (dropout 0: an exported model is for inference)."""
-    c = {"model_type": "gpt2", "architectures": ["GPT2ForSequenceClassification" if reward_model else "GPT2LMHeadModel"],
+    arch = "GPT2ForSequenceClassification" if reward_model else "GPT2LMHeadModel"
+    c = {"model_type": "gpt2", "architectures": [arch],
          "vocab_size": cfg.vocab_size, "n_positions": cfg.block_size, "n_embd": cfg.n_embd, "n_layer": cfg.n_layer,
          "n_head": cfg.n_head, "n_inner": 4 * cfg.n_embd, "activation_function": "gelu", "layer_norm_epsilon": 1e-5,
          "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "initializer_range": 0.02,
@@ -181,14 +182,16 @@ def export(cfg: ExportConfig) -> dict:
     blob = safetensors_bytes(hf_state_dict(model, reward_model), {"format": "pt"})
     atomic_write(os.path.join(cfg.out, "model.safetensors"), lambda f: f.write(blob))
     files = {"config.json": hf_config(model.cfg, tok, reward_model, offset),
-             "tokenizer.json": tokenizer_json(tok), "tokenizer_config.json": tokenizer_config(tok, model.cfg.block_size),
+             "tokenizer.json": tokenizer_json(tok),
+             "tokenizer_config.json": tokenizer_config(tok, model.cfg.block_size),
              "generation_config.json": {"bos_token_id": tok.eot_id, "eos_token_id": tok.eot_id,
                                         "pad_token_id": tok.pad_id, "do_sample": True, "temperature": 1.0,
                                         "max_new_tokens": 48}}
     for name, obj in files.items():
         write_text(os.path.join(cfg.out, name), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
     kind = "reward model (GPT2ForSequenceClassification)" if reward_model else "language model (GPT2LMHeadModel)"
-    print(f"{cfg.ckpt} -> {cfg.out}: {kind}, {len(blob) / 1e6:.1f} MB, files {', '.join(['model.safetensors', *files])}")
+    names = ["model.safetensors", *files]
+    print(f"{cfg.ckpt} -> {cfg.out}: {kind}, {len(blob) / 1e6:.1f} MB, files {', '.join(names)}")
     return {"out": cfg.out, "reward_model": reward_model, "files": ["model.safetensors", *files]}
 
 

@@ -4,7 +4,7 @@
     python -m nanorlhf.pairs --comparisons=labels/export/comparisons.jsonl --out=out/hh.jsonl --format=hh
     python train_rm.py --pairs=out/pairs.jsonl ...      # and train_dpo.py --pairs=...: pairs back in
 
-Out: each K-way ranking becomes its C(K, 2) untied pairs (InstructGPT §3.5), best first:
+Out: each K-way ranking becomes its C(K, 2) untied pairs (InstructGPT §3.5):
   trl             {"prompt": "<|user|>Q<|assistant|>", "chosen": "A", "rejected": "B", "prompt_id", ...}
                   the prompt in the chat format the SFT model was trained on, so TRL trains on what the
                   model knows (the exported tokenizer appends <|endoftext|> as eos)
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from nanorlhf.jsonl import COMPARISON, iter_jsonl, read_jsonl, write_jsonl
-from nanorlhf.rankings import trl_pairs_to_comparisons
+from nanorlhf.rankings import ranking_to_pairs, trl_pairs_to_comparisons
 from nanorlhf.schemas import DataError
 
 USER, ASSISTANT, END = "<|user|>", "<|assistant|>", "<|endoftext|>"
@@ -33,10 +33,9 @@ FORMATS = ("trl", "conversational", "hh")
 
 
 def ranked_pairs(c: dict) -> list[tuple[str, str]]:
-    """(chosen, rejected) texts of a comparison's untied pairs, best group first; identical texts dropped."""
-    groups, texts = c["ranking"], c["completions"]
-    return [(texts[a], texts[b]) for hi, better in enumerate(groups) for worse in groups[hi + 1:]
-            for a in better for b in worse if texts[a] != texts[b]]
+    """(chosen, rejected) texts of a comparison's untied pairs (rankings.ranking_to_pairs); identical texts dropped."""
+    texts = c["completions"]
+    return [(texts[a], texts[b]) for a, b in ranking_to_pairs(c["ranking"]) if texts[a] != texts[b]]
 
 
 def to_rows(comparisons: list[dict], fmt: str = "trl", keep_below_cutoff: bool = False) -> list[dict]:

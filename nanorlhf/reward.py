@@ -169,8 +169,8 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
                 opt.step()
             step += 1
             losses.append(loss.item())
-            accs.append(sum(pairwise_accuracy(r.detach(), ranking_to_ranks(c["ranking"])) for r, c in zip(rewards, batch))
-                        / len(batch))
+            accs.append(sum(pairwise_accuracy(r.detach(), ranking_to_ranks(c["ranking"]))
+                            for r, c in zip(rewards, batch)) / len(batch))
             if log is not None and step % 10 == 0:
                 log.write(step, **{"rm/loss": sum(losses[-10:]) / len(losses[-10:]),
                                    "rm/accuracy": sum(accs[-10:]) / len(accs[-10:])})

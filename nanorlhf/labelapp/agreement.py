@@ -205,8 +205,8 @@ def export(paths, out_dir: str, cutoff: float = CUTOFF, keep_below_cutoff: bool 
     people = labeler_rows(logs, cutoff)
     marks = {r["labeler"]: r["below_cutoff"] for r in people}
     comps = human_comparisons(paths, cutoff)
-    pairs, hh_rows = ([dict(p, below_cutoff=marks.get(p["labeler"], False)) for p in to_rows(comps, fmt, keep_below_cutoff)]
-                      for fmt in ("trl", "hh"))
+    pairs, hh_rows = ([dict(p, below_cutoff=marks.get(p["labeler"], False))
+                       for p in to_rows(comps, fmt, keep_below_cutoff)] for fmt in ("trl", "hh"))
     files = {"comparisons.jsonl": (comps, COMPARISON), "pairs.jsonl": (pairs, PAIR),
              "hh.jsonl": (hh_rows, None), "ties.jsonl": (_ties(logs, marks), None),
              "labelers.jsonl": (people, None)}
