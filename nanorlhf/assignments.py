@@ -10,22 +10,25 @@ so a course written against one version keeps working. Student sheet: docs/assig
 A region is the lines between `# BEGIN ASSIGNMENT <name>` and `# END ASSIGNMENT <name>`,
 both at the indent of the code they wrap; `make` copies the git-tracked files and puts
 `raise NotImplementedError("<name>: <hint>")` between the markers. `grade` runs all
-grading tests in ONE pytest process and reads its JUnit XML. Exit codes: 0 all pass,
+grading tests in ONE pytest process and reads its JUnit XML, with the grading tests as handed out:
+graded from another installation (`grade --repo=STUDENT_COPY`) the grader's own test files replace the
+student's; in the copy itself, edited ones (hashed by `make`) refuse grading. Exit codes: 0 all pass,
 1 some fail, 2 usage error (unknown name, bad marker, OUT_DIR not empty, no results).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+
+from nanorlhf.testrun import PytestRunError, run_tests
 
 API_VERSION = "1.0"
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,6 +190,44 @@ def stub(text: str, regions: dict[str, tuple[str, int, int]]) -> str:
     return "".join(lines)
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def grading_files(repo: Path) -> list[str]:
+    """The test files the grader runs, and the tests' conftest.py: what a student must not be able to change."""
+    files = {n.split("::")[0] for a in REGISTRY for n in a.tests} | {"tests/conftest.py"}
+    return sorted(f for f in files if (repo / f).is_file())
+
+
+def grading_tree(repo: Path, tmp: Path) -> tuple[Path, list[str]]:
+    """The tree to grade and the student files the grader's own tests replaced in it.
+
+    Graded from this installation (the student grading their own copy): the grading tests must still
+    hash as `make` wrote them, or grading is refused. Graded from another one (the instructor's, with
+    --repo=STUDENT_COPY): a copy of the student's tree with this installation's grading tests put back
+    over the student's, so an edited test changes nothing.
+    """
+    stamp = repo / STUDENT_STAMP
+    if repo.resolve() == ROOT:
+        made = json.loads(stamp.read_text()).get("grading_tests", {}) if stamp.exists() else {}
+        edited = [f for f, h in made.items() if not (repo / f).is_file() or _sha256(repo / f) != h]
+        if edited:
+            raise AssignmentError(f"grading tests edited since the copy was made: {', '.join(edited)}; "
+                                  "grading runs them as handed out (restore them to grade)")
+        return repo, []
+    tree = tmp / "graded"
+    shutil.copytree(repo, tree, ignore=shutil.ignore_patterns(".git", ".venv", "out", "data", "labels",
+                                                              "__pycache__", ".pytest_cache"))
+    replaced = []
+    for f in grading_files(ROOT):
+        if not (tree / f).is_file() or _sha256(tree / f) != _sha256(ROOT / f):
+            replaced.append(f)
+        (tree / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, tree / f)
+    return tree, replaced
+
+
 def make(out: Path, repo: Path = ROOT) -> int:
     """Write the student copy of repo's git-tracked files into out (absent or empty)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -208,7 +249,8 @@ def make(out: Path, repo: Path = ROOT) -> int:
             shutil.copymode(repo / f, dst)
         else:
             shutil.copy2(repo / f, dst)
-    stamp = {"api_version": API_VERSION, "made_from": commit, "assignments": [a.name for a in REGISTRY]}
+    stamp = {"api_version": API_VERSION, "made_from": commit, "assignments": [a.name for a in REGISTRY],
+             "grading_tests": {f: _sha256(repo / f) for f in grading_files(repo)}}
     (out / STUDENT_STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
     n = sum(len(r) for r in regions.values())
     print(f"wrote {len(files)} files to {out}; {n} regions stubbed (assignment API {API_VERSION})")
@@ -217,54 +259,6 @@ def make(out: Path, repo: Path = ROOT) -> int:
 
 # -----------------------------------------------------------------------------
 # grading: one pytest process, results read from its JUnit XML
-
-
-def _first_line(s: str | None) -> str:
-    return next((ln.strip() for ln in (s or "").splitlines() if ln.strip()), "")
-
-
-# With named node ids pytest stops everything when one of their files fails to import;
-# so it is given the files, and this plugin keeps only the grading tests.
-_SELECT_PLUGIN = """
-import os
-NODES = os.environ["NANORLHF_GRADE_NODES"].split()
-
-def pytest_collection_modifyitems(config, items):
-    keep = [i for i in items if any(i.nodeid == n or ("[" not in n and i.nodeid.startswith(n + "[")) for n in NODES)]
-    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-    items[:] = keep
-"""
-
-
-def run_tests(repo: Path, node_ids: list[str], timeout: float) -> dict[str, tuple[bool, str]]:
-    """{"file::test[params]": (passed, first error line)}, plus {file: (False, import error)} per broken file."""
-    with tempfile.TemporaryDirectory() as tmp:
-        xml = Path(tmp) / "results.xml"
-        (Path(tmp) / "nanorlhf_grade_select.py").write_text(_SELECT_PLUGIN)
-        files = list(dict.fromkeys(n.split("::")[0] for n in node_ids))
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "nanorlhf_grade_select",
-               "--continue-on-collection-errors", "-o", "junit_family=xunit2", f"--junitxml={xml}", *files]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), tmp]),  # the repo's own nanorlhf
-               "NANORLHF_GRADE_NODES": " ".join(node_ids)}
-        try:
-            proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssignmentError(f"the grading tests did not finish in {timeout:.0f} s (an endless loop?); "
-                                  "grade one at a time with --only=NAME") from None
-        if not xml.exists():
-            raise AssignmentError(f"pytest wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
-        results = {}
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            bad = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
-            msg = "" if bad is None else ("skipped: " if bad.tag == "skipped" else "") + _first_line(bad.get("message"))
-            if not case.get("classname"):  # a test file that failed to import: keep its error line
-                errors = [ln[1:].strip() for ln in (bad.text or "").splitlines() if ln.startswith("E ")]
-                results[case.get("name").replace(".", "/") + ".py"] = (False, errors[-1] if errors else msg)
-                continue
-            key = case.get("classname").replace(".", "/") + ".py::" + case.get("name")
-            ok, old_msg = results.get(key, (True, ""))  # a test may appear twice (call, then teardown)
-            results[key] = (ok and bad is None, old_msg or msg)
-        return results
 
 
 def grade_results(results: dict, a: Assignment) -> list[tuple[str, bool, str]]:
@@ -284,7 +278,15 @@ def grade(repo: Path = ROOT, only: str | None = None, timeout: float = 300) -> t
     stamp = repo / STUDENT_STAMP
     kind = f"student copy of {json.loads(stamp.read_text())['made_from'][:10]}" if stamp.exists() else "solutions"
     print(f"nanorlhf assignments, API {API_VERSION}: grading {repo} ({kind}), {len(nodes)} test ids")
-    results = run_tests(repo, nodes, timeout)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree, replaced = grading_tree(repo, Path(tmp))
+        if replaced:
+            print(f"  the grader's own tests replaced {len(replaced)} edited or missing student files: "
+                  f"{', '.join(replaced)}")
+        try:
+            results = run_tests(tree, nodes, timeout)
+        except PytestRunError as e:
+            raise AssignmentError(str(e)) from None
     details, width = {}, max(len(a.name) for a in chosen)
     for a in chosen:
         tests = details[a.name] = grade_results(results, a)

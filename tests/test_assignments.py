@@ -16,9 +16,12 @@ needs_solutions = pytest.mark.skipif(IN_STUDENT_COPY, reason="a student copy hol
 @needs_solutions
 def test_student_copy_fails_every_assignment_with_its_own_hint(tmp_path, capsys):
     """In the student copy every grading test fails with ITS assignment's NotImplementedError hint
-    (no import error, no other assignment's stub in the way), and each region is exactly one stub line."""
+    (no import error, no other assignment's stub in the way), and each region is exactly one stub line; a grading
+    test the student edited to pass is replaced by the grader's own (and said so), so it still fails."""
     out = tmp_path / "student"
     assert A.main(["make", str(out)]) == 0
+    edited = out / "tests" / "test_ppo.py"
+    edited.write_text(re.sub(r"(def test_policy_loss_clips\(.*?\):\n)", r"\1    return\n", edited.read_text()))
     for f, regions in A.locate(out).items():
         lines = (out / f).read_text().splitlines()
         for name, (indent, b, e) in regions.items():
@@ -27,6 +30,7 @@ def test_student_copy_fails_every_assignment_with_its_own_hint(tmp_path, capsys)
     code, details = A.grade(out)
     printed = capsys.readouterr().out
     assert code == 1 and "score: 0/9 assignments passed" in printed
+    assert "replaced 1 edited or missing student files: tests/test_ppo.py" in printed
     for a in A.REGISTRY:
         assert details[a.name], a.name
         for test, passed, msg in details[a.name]:
@@ -102,3 +106,19 @@ def test_usage_errors_are_clear_and_exit_2(tmp_path, capsys):
     assert A.main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
     assert "ASSIGNMENT gae' markers" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@needs_solutions
+def test_grading_in_the_copy_refuses_edited_tests(tmp_path):
+    """Graded inside the student copy, a grading test that no longer hashes as `make` wrote it refuses grading
+    (exit 2, naming the file) before any test runs."""
+    import os
+    import subprocess
+    import sys
+    out = tmp_path / "student"
+    assert A.main(["make", str(out)]) == 0
+    (out / "tests" / "test_ppo.py").write_text("def test_nothing():\n    pass\n")
+    env = dict(os.environ, PYTHONPATH=str(out))
+    p = subprocess.run([sys.executable, "-m", "nanorlhf.assignments", "grade"], cwd=out, capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert p.returncode == 2 and "grading tests edited since the copy was made" in p.stderr, p.stderr
