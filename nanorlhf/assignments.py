@@ -1,19 +1,19 @@
 """Course assignments: solution regions in the library, a student copy, an autograder.
 
-The assignment API (names, files, signatures, hints, grading tests) is REGISTRY
+The assignment API (names, files, signatures, grading tests, commands) is REGISTRY
 below and nowhere else; API_VERSION names it and CHANGELOG.md records each change,
 so a course written against one version keeps working. Student sheet: docs/assignments.md.
 
     python -m nanorlhf.assignments make OUT_DIR                       # a student copy
+    python -m nanorlhf.assignments hint NAME [--level=N]              # hints 1..N (of 3)
     python -m nanorlhf.assignments grade [--repo=DIR] [--only=NAME]   # a score per assignment
+    python -m nanorlhf.assignments grade --class=DIR --csv=FILE       # a folder of copies, one CSV
 
 A region is the lines between `# BEGIN ASSIGNMENT <name>` and `# END ASSIGNMENT <name>`,
 both at the indent of the code they wrap; `make` copies the git-tracked files and puts
-`raise NotImplementedError("<name>: <hint>")` between the markers. `grade` runs all
-grading tests in ONE pytest process and reads its JUnit XML, with the grading tests as handed out:
-graded from another installation (`grade --repo=STUDENT_COPY`) the grader's own test files replace the
-student's; in the copy itself, edited ones (hashed by `make`) refuse grading. Exit codes: 0 all pass,
-1 some fail, 2 usage error (unknown name, bad marker, OUT_DIR not empty, no results).
+`raise NotImplementedError("<name>: <level-1 hint> ...")` between the markers (nanorlhf/hints.py
+holds the hints). Grading is nanorlhf/grading.py. Exit codes: 0 all pass, 1 some fail, 2 usage
+error (unknown name, bad marker, OUT_DIR not empty, edited grading tests, no results).
 """
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanorlhf.testrun import PytestRunError, run_tests
+from nanorlhf.hints import HINTS
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 ROOT = Path(__file__).resolve().parents[1]
 STUDENT_STAMP = ".student_copy.json"  # written by `make` at the top of a student copy
 
@@ -41,9 +41,14 @@ class Assignment:
     file: str               # the library file holding the region, relative to the repository root
     function: str           # the function (Class.method) whose body, or a block of it, the region is
     signature: str          # its `def` line without `def ` and the colon, exactly as in the file
-    hint: str               # one line: what to compute; the student copy's NotImplementedError says it
+    hints: tuple[str, ...]  # level 1 (the stub's message): what and why; 2: the tools; 3: close to pseudocode
     tests: tuple[str, ...]  # pytest node ids grading it; a name without [params] covers every param
     note: str = ""          # how its grading tests avoid the other assignments' regions
+
+    @property
+    def message(self) -> str:
+        """The stub's NotImplementedError message: the level-1 hint, and where the next level is."""
+        return f"{self.name}: {self.hints[0]} (more: python -m nanorlhf.assignments hint {self.name} --level=2)"
 
 
 def _tests(file: str, *names: str) -> tuple[str, ...]:
@@ -54,23 +59,20 @@ REGISTRY: tuple[Assignment, ...] = (
     Assignment(
         "bpe_merge", "nanorlhf/tokenizer.py", "_merge_word",
         "_merge_word(word: list[int], pair: tuple[int, int], new_id: int) -> list[int]",
-        "scan left to right; where (word[i], word[i+1]) == pair append new_id and step 2, "
-        "else append word[i] and step 1; return a new list",
+        HINTS["bpe_merge"],
         _tests("test_tokenizer", "test_merge_word_by_hand", "test_merges_match_hand_computation",
                "test_merges_never_cross_pretokens", "test_incremental_trainer_matches_naive_reference")),
     Assignment(
         "attention", "nanorlhf/model.py", "CausalSelfAttention.forward",
         "forward(self, x, mask, causal_only, kv_cache=None)",
-        "the manual path: att = q @ k^T / sqrt(hs); -inf where ~mask; softmax over keys; "
-        "self.attn_dropout; y = att @ v, shape (B, nh, T, hs)",
-        _tests("test_model", "test_manual_and_sdpa_agree", "test_left_padding_does_not_change_real_logits[manual]",
-               "test_fully_padded_rows_are_finite"),
+        HINTS["attention"],
+        _tests("test_model", "test_manual_attention_equals_hand_computation", "test_manual_and_sdpa_agree",
+               "test_left_padding_does_not_change_real_logits[manual]", "test_fully_padded_rows_are_finite"),
         "its tests run without a KV cache, so they do not need kv_cache"),
     Assignment(
         "kv_cache", "nanorlhf/model.py", "KVCache.update",
         "update(self, layer, k, v)",
-        "write k and v (B, nh, T, hs) into self.kv[layer, 0] and self.kv[layer, 1] at positions "
-        "[pos, pos+T); return both for positions [0, pos+T); leave pos alone (GPT moves it)",
+        HINTS["kv_cache"],
         _tests("test_model", "test_kv_cache_equals_full_forward[sdpa]")
         + _tests("test_generate", "test_cache_and_naive_loop_give_identical_tokens[True-sdpa]",
                  "test_cache_and_naive_loop_give_identical_tokens[False-sdpa]"),
@@ -78,42 +80,38 @@ REGISTRY: tuple[Assignment, ...] = (
     Assignment(
         "response_mask", "nanorlhf/sft.py", "collate",
         "collate(examples: list[tuple[list[int], list[int]]], pad_id: int)",
-        "x = ids[:-1] and y = ids[1:], right-padded with pad_id to the longest; loss_mask[b, t] = rmask[t+1] "
-        "(the target is a response token), 0 on padding; attention_mask 1 on real inputs",
+        HINTS["response_mask"],
         _tests("test_sft", "test_collate_shifts_targets_and_masks_prompt_and_padding")),
     Assignment(
         "rm_loss", "nanorlhf/reward.py", "rm_ranking_loss",
         "rm_ranking_loss(rewards, ranks)",
-        "ranks_to_pairs(ranks) lists the untied (winner, loser) pairs; loss = mean over them of "
-        "-logsigmoid(r_w - r_l); ValueError('... no untied pair ...') when there is none",
+        HINTS["rm_loss"],
         _tests("test_reward", "test_equal_rewards_give_log2", "test_k_way_loss_is_mean_of_pairwise_losses",
                "test_tied_pairs_are_dropped", "test_all_tied_raises", "test_gradient_sign")),
     Assignment(
         "kl_reward", "nanorlhf/ppo.py", "kl_penalized_rewards",
         'kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask, beta, estimator="k1")',
-        "kl = per_token_kl(logprobs, ref_logprobs, response_mask, estimator); rewards = -beta * kl, "
-        "plus score at last_token_index(response_mask); return (rewards, kl)",
-        _tests("test_ppo", "test_kl_penalized_rewards_token_by_token", "test_logged_kl_equals_kl_in_reward")),
+        HINTS["kl_reward"],
+        _tests("test_ppo", "test_kl_penalized_rewards_token_by_token",
+               "test_kl_penalized_rewards_use_the_chosen_estimator", "test_logged_kl_equals_kl_in_reward")),
     Assignment(
         "gae", "nanorlhf/ppo.py", "gae",
         "gae(rewards, values, response_mask, gamma=1.0, lam=0.95)",
-        "for t from T-1 down to 0: delta = r_t + gamma*V_next - V_t, A_t = delta + gamma*lam*A_next; "
-        "V_next and A_next are 0 after a row's last response token; 0 off the mask; returns = A + V",
+        HINTS["gae"],
         _tests("test_ppo", "test_gae_equals_brute_force_mixed_lengths", "test_gae_hand_computed",
                "test_gae_ignores_values_and_rewards_off_mask")),
     Assignment(
         "policy_loss", "nanorlhf/ppo.py", "policy_loss",
         "policy_loss(logprobs, old_logprobs, advantages, response_mask, clip=0.2)",
-        "ratio = exp(logprobs - old_logprobs); loss = masked_mean of max(-A*ratio, -A*clamp(ratio, 1-clip, "
-        "1+clip)); stats ratio_mean, clipfrac, approx_kl = mean((ratio-1) - log ratio)",
-        _tests("test_ppo", "test_policy_loss_identity_at_start", "test_policy_loss_clips")),
+        HINTS["policy_loss"],
+        _tests("test_ppo", "test_policy_loss_identity_at_start", "test_policy_loss_clips",
+               "test_policy_loss_both_signs_of_advantage")),
     Assignment(
         "dpo_loss", "nanorlhf/dpo.py", "dpo_loss",
         "dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: float)",
-        "margin = implicit reward of chosen - of rejected, beta * (log pi - log pi_ref) each; loss = mean of "
-        "-logsigmoid(margin); stats margin, accuracy, chosen_reward, rejected_reward",
-        _tests("test_dpo", "test_dpo_loss_is_log2_at_the_reference", "test_dpo_gradient_raises_chosen_and_lowers_rejected",
-               "test_dpo_loss_matches_the_formula_by_hand"),
+        HINTS["dpo_loss"],
+        _tests("test_dpo", "test_dpo_loss_is_log2_at_the_reference",
+               "test_dpo_gradient_raises_chosen_and_lowers_rejected", "test_dpo_loss_matches_the_formula_by_hand"),
         "its tests call dpo_loss, not dpo_ranking_loss, so they do not need rm_loss"),
 )
 BY_NAME = {a.name: a for a in REGISTRY}
@@ -181,16 +179,23 @@ def locate(repo: Path, files: list[str] | None = None) -> dict[str, dict[str, tu
     return found
 
 
-def stub(text: str, regions: dict[str, tuple[str, int, int]]) -> str:
-    """The text with each region's lines between its markers replaced by one raise at the marker's indent."""
+def splice(text: str, regions: dict[str, tuple[str, int, int]], bodies: dict[str, str]) -> str:
+    """The text with the lines between each named region's markers replaced by its body (dedented source,
+    indented here to the markers' indent); regions not in bodies are left as they are."""
     lines = text.splitlines(keepends=True)
     for name, (indent, b, e) in sorted(regions.items(), key=lambda kv: -kv[1][1]):  # bottom up
-        msg = f"{name}: {BY_NAME[name].hint}"
-        lines[b + 1:e] = [f"{indent}raise NotImplementedError({msg!r})\n"]
+        if name in bodies:
+            body = textwrap.dedent(bodies[name]).strip("\n").splitlines()
+            lines[b + 1:e] = [f"{indent}{ln}\n" if ln.strip() else "\n" for ln in body]
     return "".join(lines)
 
 
-def _sha256(path: Path) -> str:
+def stub(text: str, regions: dict[str, tuple[str, int, int]]) -> str:
+    """The text with each region's lines between its markers replaced by one raise at the marker's indent."""
+    return splice(text, regions, {name: f"raise NotImplementedError({BY_NAME[name].message!r})" for name in regions})
+
+
+def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -198,34 +203,6 @@ def grading_files(repo: Path) -> list[str]:
     """The test files the grader runs, and the tests' conftest.py: what a student must not be able to change."""
     files = {n.split("::")[0] for a in REGISTRY for n in a.tests} | {"tests/conftest.py"}
     return sorted(f for f in files if (repo / f).is_file())
-
-
-def grading_tree(repo: Path, tmp: Path) -> tuple[Path, list[str]]:
-    """The tree to grade and the student files the grader's own tests replaced in it.
-
-    Graded from this installation (the student grading their own copy): the grading tests must still
-    hash as `make` wrote them, or grading is refused. Graded from another one (the instructor's, with
-    --repo=STUDENT_COPY): a copy of the student's tree with this installation's grading tests put back
-    over the student's, so an edited test changes nothing.
-    """
-    stamp = repo / STUDENT_STAMP
-    if repo.resolve() == ROOT:
-        made = json.loads(stamp.read_text()).get("grading_tests", {}) if stamp.exists() else {}
-        edited = [f for f, h in made.items() if not (repo / f).is_file() or _sha256(repo / f) != h]
-        if edited:
-            raise AssignmentError(f"grading tests edited since the copy was made: {', '.join(edited)}; "
-                                  "grading runs them as handed out (restore them to grade)")
-        return repo, []
-    tree = tmp / "graded"
-    shutil.copytree(repo, tree, ignore=shutil.ignore_patterns(".git", ".venv", "out", "data", "labels",
-                                                              "__pycache__", ".pytest_cache"))
-    replaced = []
-    for f in grading_files(ROOT):
-        if not (tree / f).is_file() or _sha256(tree / f) != _sha256(ROOT / f):
-            replaced.append(f)
-        (tree / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / f, tree / f)
-    return tree, replaced
 
 
 def make(out: Path, repo: Path = ROOT) -> int:
@@ -250,73 +227,54 @@ def make(out: Path, repo: Path = ROOT) -> int:
         else:
             shutil.copy2(repo / f, dst)
     stamp = {"api_version": API_VERSION, "made_from": commit, "assignments": [a.name for a in REGISTRY],
-             "grading_tests": {f: _sha256(repo / f) for f in grading_files(repo)}}
+             "grading_tests": {f: sha256(repo / f) for f in grading_files(repo)}}
     (out / STUDENT_STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
     n = sum(len(r) for r in regions.values())
     print(f"wrote {len(files)} files to {out}; {n} regions stubbed (assignment API {API_VERSION})")
-    print(f"grade with: cd {out} && python -m nanorlhf.assignments grade")
+    print(f"grade with: cd {out} && python -m nanorlhf.assignments grade; "
+          "more hints: python -m nanorlhf.assignments hint NAME --level=2")
     return 0
 
-# -----------------------------------------------------------------------------
-# grading: one pytest process, results read from its JUnit XML
-
-
-def grade_results(results: dict, a: Assignment) -> list[tuple[str, bool, str]]:
-    """[(test, passed, message)] over a's node ids; a node id that did not run fails, saying why."""
-    out = []
-    for node in a.tests:
-        cases = [(k, *v) for k, v in results.items() if k == node or ("[" not in node and k.startswith(node + "["))]
-        why = results.get(node.split("::")[0], (False, "not collected"))[1]
-        out += cases or [(node, False, f"did not run: {why}")]
-    return out
-
-
-def grade(repo: Path = ROOT, only: str | None = None, timeout: float = 300) -> tuple[int, dict]:
-    """Run the selected assignments' grading tests; print a score each. Returns (exit code, {name: tests})."""
-    chosen = select(only)
-    nodes = list(dict.fromkeys(n for a in chosen for n in a.tests))
-    stamp = repo / STUDENT_STAMP
-    kind = f"student copy of {json.loads(stamp.read_text())['made_from'][:10]}" if stamp.exists() else "solutions"
-    print(f"nanorlhf assignments, API {API_VERSION}: grading {repo} ({kind}), {len(nodes)} test ids")
-    with tempfile.TemporaryDirectory() as tmp:
-        tree, replaced = grading_tree(repo, Path(tmp))
-        if replaced:
-            print(f"  the grader's own tests replaced {len(replaced)} edited or missing student files: "
-                  f"{', '.join(replaced)}")
-        try:
-            results = run_tests(tree, nodes, timeout)
-        except PytestRunError as e:
-            raise AssignmentError(str(e)) from None
-    details, width = {}, max(len(a.name) for a in chosen)
-    for a in chosen:
-        tests = details[a.name] = grade_results(results, a)
-        ok = sum(t[1] for t in tests)
-        why = "" if ok == len(tests) else "  " + next(msg for _, good, msg in tests if not good)
-        print(f"  {a.name:<{width}}  {'PASS' if ok == len(tests) else 'FAIL'}  {ok}/{len(tests)} tests{why}")
-    n_pass = sum(all(t[1] for t in tests) for tests in details.values())
-    print(f"score: {n_pass}/{len(chosen)} assignments passed")
-    return (0 if n_pass == len(chosen) else 1), details
+def hint(name: str, level: int) -> str:
+    """Hints 1..level of one assignment, one numbered paragraph each."""
+    a = select(name)[0]
+    if not 1 <= level <= len(a.hints):
+        raise AssignmentError(f"--level must be 1..{len(a.hints)}, got {level}")
+    return "\n".join(f"{name} hint {i + 1}/{len(a.hints)}: {h}" for i, h in enumerate(a.hints[:level]))
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nanorlhf import grading  # grading imports this module's registry; imported here, not at the top
     p = argparse.ArgumentParser(prog="python -m nanorlhf.assignments", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make", help="write a student copy with every region stubbed")
     m.add_argument("out_dir", help="new or empty folder for the student copy")
     m.add_argument("--repo", default=str(ROOT), help="the solution repository (a git checkout)")
+    h = sub.add_parser("hint", help="print an assignment's hints, level 1 (the stub's) up to --level")
+    h.add_argument("name", help="the assignment, e.g. gae")
+    h.add_argument("--level", type=int, default=1, help="1: what and why; 2: the tools; 3: close to pseudocode")
     g = sub.add_parser("grade", help="run the grading tests and print a score per assignment")
     g.add_argument("--repo", default=str(ROOT), help="the repository to grade (default: this one)")
+    g.add_argument("--class", dest="class_dir", default=None,
+                   help="grade every student copy in this folder (one subfolder each) into --csv")
+    g.add_argument("--csv", default="grades.csv", help="with --class: the CSV to write")
     g.add_argument("--only", default=None, help="grade only these assignments (comma-separated names)")
-    g.add_argument("--timeout", type=float, default=300, help="seconds before the whole test run is stopped")
+    g.add_argument("--timeout", type=float, default=300, help="seconds before one test run is stopped")
     args = p.parse_args(argv)
     try:
         if args.cmd == "make":
             return make(Path(args.out_dir), Path(args.repo))
-        return grade(Path(args.repo).resolve(), args.only, args.timeout)[0]
+        if args.cmd == "hint":
+            print(hint(args.name, args.level))
+            return 0
+        if args.class_dir:
+            return grading.grade_class(Path(args.class_dir), Path(args.csv), args.only, args.timeout)
+        return grading.grade(Path(args.repo).resolve(), args.only, args.timeout)[0]
     except AssignmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as the imported module, so grading's AssignmentError is this one
+    from nanorlhf.assignments import main as imported_main
+    sys.exit(imported_main())

@@ -19,13 +19,12 @@ import torch.nn.functional as F
 from nanorlhf.rankings import ranking_to_pairs, ranking_to_ranks, ranks_to_pairs, usable
 
 
-def _pair_margins(rewards, ranks):
-    """r_w - r_l for every untied pair of one prompt.  # (n_pairs,)"""
+def untied_pairs(ranks, device=None):
+    """(winners, losers): index tensors of one prompt's untied pairs, the better-ranked first.  # (n_pairs,) each"""
     pairs = ranks_to_pairs(ranks)
     if not pairs:
         raise ValueError(f"ranking {list(map(int, ranks))} has no untied pair to learn from")
-    winners, losers = torch.tensor(pairs, device=rewards.device).unbind(dim=1)  # (n_pairs,) each
-    return rewards[winners] - rewards[losers]
+    return torch.tensor(pairs, device=device).unbind(dim=1)
 
 
 def rm_ranking_loss(rewards, ranks):
@@ -35,8 +34,9 @@ def rm_ranking_loss(rewards, ranks):
     Raises ValueError when every pair is tied (nothing to learn).
     """
     # BEGIN ASSIGNMENT rm_loss
-    # InstructGPT eq. 1: loss = -1/C(K,2) * E[log sigma(r(x, y_w) - r(x, y_l))]
-    return -F.logsigmoid(_pair_margins(rewards, ranks)).mean()
+    winners, losers = untied_pairs(ranks, rewards.device)  # (n_pairs,) each
+    # InstructGPT eq. 1: loss = -1/C(K,2) * E[log sigma(r(x, y_w) - r(x, y_l))], over the untied pairs
+    return -F.logsigmoid(rewards[winners] - rewards[losers]).mean()
     # END ASSIGNMENT rm_loss
 
 
@@ -56,7 +56,8 @@ def rm_batch_loss(rewards_list, ranks_list, weights=None):
 @torch.no_grad()
 def pairwise_accuracy(rewards, ranks):
     """Fraction of untied pairs where the winner scores strictly higher (equal scores count as wrong)."""
-    return (_pair_margins(rewards, ranks) > 0).float().mean().item()
+    winners, losers = untied_pairs(ranks, rewards.device)
+    return (rewards[winners] > rewards[losers]).float().mean().item()
 
 
 @torch.no_grad()

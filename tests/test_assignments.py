@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from nanorlhf import assignments as A
+from nanorlhf import grading
 
 IN_STUDENT_COPY = (A.ROOT / A.STUDENT_STAMP).exists()
 needs_solutions = pytest.mark.skipif(IN_STUDENT_COPY, reason="a student copy holds stubs, not solutions")
@@ -25,23 +26,23 @@ def test_student_copy_fails_every_assignment_with_its_own_hint(tmp_path, capsys)
     for f, regions in A.locate(out).items():
         lines = (out / f).read_text().splitlines()
         for name, (indent, b, e) in regions.items():
-            assert lines[b + 1:e] == [f"{indent}raise NotImplementedError({name + ': ' + A.BY_NAME[name].hint!r})"]
+            assert lines[b + 1:e] == [f"{indent}raise NotImplementedError({A.BY_NAME[name].message!r})"]
         compile("\n".join(lines), f, "exec")
-    code, details = A.grade(out)
+    code, details = grading.grade(out)
     printed = capsys.readouterr().out
     assert code == 1 and "score: 0/9 assignments passed" in printed
     assert "replaced 1 edited or missing student files: tests/test_ppo.py" in printed
     for a in A.REGISTRY:
         assert details[a.name], a.name
         for test, passed, msg in details[a.name]:
-            assert not passed and msg == f"NotImplementedError: {a.name}: {a.hint}", (test, msg)
-        assert f"{a.name}: {a.hint}" in printed
+            assert not passed and msg == f"NotImplementedError: {a.message}", (test, msg)
+        assert a.message in printed
 
 
 @needs_solutions
 def test_solution_repo_passes_every_assignment(capsys):
     """The library's own regions pass every grading test, and every registered test id really ran."""
-    code, details = A.grade(A.ROOT)
+    code, details = grading.grade(A.ROOT)
     assert code == 0, capsys.readouterr().out
     for a in A.REGISTRY:
         assert len(details[a.name]) >= len(a.tests) and all(passed for _, passed, _ in details[a.name]), a.name
@@ -122,3 +123,48 @@ def test_grading_in_the_copy_refuses_edited_tests(tmp_path):
     p = subprocess.run([sys.executable, "-m", "nanorlhf.assignments", "grade"], cwd=out, capture_output=True,
                        text=True, timeout=120, env=env)
     assert p.returncode == 2 and "grading tests edited since the copy was made" in p.stderr, p.stderr
+
+
+def test_hints_come_in_three_levels(capsys):
+    """Every assignment has three distinct hints; the stub says level 1 and where level 2 is; `hint NAME --level=N`
+    prints levels 1..N and no more; a level out of range or an unknown name is a usage error (exit 2)."""
+    for a in A.REGISTRY:
+        assert len(a.hints) == 3 and len(set(a.hints)) == 3 and all(h.strip() for h in a.hints), a.name
+        assert a.message.startswith(f"{a.name}: {a.hints[0]}") and f"hint {a.name} --level=2" in a.message
+    assert A.main(["hint", "gae", "--level=2"]) == 0
+    out = capsys.readouterr().out
+    gae = A.BY_NAME["gae"]
+    assert gae.hints[0] in out and gae.hints[1] in out and gae.hints[2] not in out
+    assert A.main(["hint", "gae", "--level=4"]) == 2 and "--level must be 1..3" in capsys.readouterr().err
+    assert A.main(["hint", "gea"]) == 2 and "unknown assignment gea" in capsys.readouterr().err
+
+
+def solution_body(name):
+    """The library's own code between an assignment's markers."""
+    a = A.BY_NAME[name]
+    lines = (A.ROOT / a.file).read_text().splitlines()
+    indent, b, e = A.locate(A.ROOT)[a.file][name]
+    return "\n".join(ln[len(indent):] for ln in lines[b + 1:e])
+
+
+@needs_solutions
+def test_grade_class_writes_one_csv_row_per_student(tmp_path, capsys):
+    """`grade --class=DIR --csv=FILE`: one row per student folder (sorted), a 1/0 column per assignment that the
+    score sums, the failing tests named; a folder that is not a copy gets an error, not a crash."""
+    import csv
+    klass = tmp_path / "class"
+    assert A.main(["make", str(klass / "ada")]) == 0
+    assert A.main(["make", str(klass / "bob")]) == 0
+    ppo = klass / "bob" / "nanorlhf" / "ppo.py"
+    ppo.write_text(A.splice(ppo.read_text(), A.locate(klass / "bob")["nanorlhf/ppo.py"],
+                            {"policy_loss": solution_body("policy_loss"), "gae": solution_body("gae")}))
+    (klass / "cy").mkdir()
+    code = A.main(["grade", f"--class={klass}", f"--csv={tmp_path / 'grades.csv'}", "--only=gae,policy_loss,rm_loss"])
+    assert code == 0, capsys.readouterr().err
+    rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
+    assert [r["student"] for r in rows] == ["ada", "bob", "cy"]
+    assert [r["score"] for r in rows] == ["0", "2", "0"] and {r["out_of"] for r in rows} == {"3"}
+    assert (rows[1]["gae"], rows[1]["policy_loss"], rows[1]["rm_loss"]) == ("1", "1", "0")
+    assert "test_gradient_sign" in rows[1]["failed_tests"] and "test_gae" not in rows[1]["failed_tests"]
+    assert "not a copy" in rows[2]["error"] and rows[0]["error"] == rows[1]["error"] == ""
+    assert "bob: 2/3" in capsys.readouterr().out

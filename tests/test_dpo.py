@@ -51,6 +51,7 @@ def test_dpo_loss_matches_the_formula_by_hand():
     loss, s = dpo.dpo_loss(torch.tensor([-1.0]), torch.tensor([-3.0]), torch.tensor([-2.0]), torch.tensor([-2.5]), 0.5)
     assert loss.item() == pytest.approx(-math.log(1 / (1 + math.exp(-0.75))), abs=1e-6)
     assert s["margin"] == pytest.approx(0.75) and s["accuracy"] == 1.0
+    assert s["chosen_reward"] == pytest.approx(0.5) and s["rejected_reward"] == pytest.approx(-0.25)
 
 
 def test_dpo_ranking_loss_is_the_rm_loss_on_implicit_rewards():

@@ -114,6 +114,16 @@ def test_kl_penalized_rewards_token_by_token():
     torch.testing.assert_close(rewards, torch.tensor(expected))
 
 
+def test_kl_penalized_rewards_use_the_chosen_estimator():
+    """estimator="k3" puts (q/p - 1) - log(q/p) with q/p = pi_SFT/pi_RL into the reward, token by token."""
+    mask = torch.tensor([[0, 1, 1, 0]])
+    logprobs, ref = torch.tensor([[5.0, -1.0, -2.0, 5.0]]), torch.tensor([[0.0, -1.5, -1.0, 0.0]])
+    rewards, kl = ppo.kl_penalized_rewards(torch.tensor([2.0]), logprobs, ref, mask, beta=0.5, estimator="k3")
+    k3 = [math.exp(-0.5) - 1 + 0.5, math.exp(1.0) - 1 - 1.0]                  # log-ratios 0.5 and -1.0
+    torch.testing.assert_close(kl, torch.tensor([[0.0, k3[0], k3[1], 0.0]]))
+    torch.testing.assert_close(rewards, torch.tensor([[0.0, -0.5 * k3[0], -0.5 * k3[1] + 2.0, 0.0]]))
+
+
 def test_logged_kl_equals_kl_in_reward():
     """kl_estimate is exactly the KL that went into the reward, and 0 when pi_RL = pi_SFT."""
     g = torch.Generator().manual_seed(2)
@@ -213,6 +223,26 @@ def test_policy_loss_clips():
     assert loss.item() == pytest.approx(-(1.2 + 1.1) / 2)
     loss.backward()
     assert new.grad[0, 1] == 0 and new.grad[0, 2] < 0
+
+
+def test_policy_loss_both_signs_of_advantage():
+    """PPO eq. 7 on all four cases, negated: A > 0 is clipped above 1 + clip, A < 0 below 1 - clip, and only those
+    two lose their gradient; the padding (huge ratios and advantages there) counts in no mean."""
+    mask = torch.tensor([[0, 1, 1, 1, 1, 0]])
+    ratios = [math.exp(3.0), 1.5, 0.5, 1.5, 0.5, math.exp(3.0)]
+    old = torch.zeros(1, 6)
+    new = torch.tensor([[math.log(r) for r in ratios]], requires_grad=True)
+    adv = torch.tensor([[100.0, 1.0, 1.0, -1.0, -1.0, -100.0]])
+    loss, stats = ppo.policy_loss(new, old, adv, mask, clip=0.2)
+    # per token max(-A r, -A clip(r)): -1.2 (clipped), -0.5, +1.5, +0.8 (clipped)
+    assert loss.item() == pytest.approx((-1.2 - 0.5 + 1.5 + 0.8) / 4)
+    assert stats["clipfrac"] == pytest.approx(0.5)
+    assert stats["ratio_mean"] == pytest.approx(1.0)
+    assert stats["approx_kl"] == pytest.approx(sum((r - 1) - math.log(r) for r in ratios[1:5]) / 4)
+    loss.backward()
+    g = new.grad[0]
+    assert g[1] == 0 and g[4] == 0 and g[0] == 0 and g[5] == 0
+    assert g[2] == pytest.approx(-1.0 * 0.5 / 4) and g[3] == pytest.approx(1.0 * 1.5 / 4)  # d(-A r)/d log r = -A r
 
 
 def test_value_loss_clipped_and_unclipped():
