@@ -4,8 +4,8 @@ Pure pieces: batching chat examples with right padding, and the loss on
 response tokens only. The loop lives in train_sft.py.
 
 Example:
-    x, y, loss_mask = collate([chat_example(tok, p, r)], pad_id=tok.pad_id)
-    loss = sft_loss(model(x, attention_mask=attn), y, loss_mask)
+    x, y, loss_mask, attention_mask = collate([chat_example(tok, p, r)], pad_id=tok.pad_id)
+    loss = sft_loss(model(x, attention_mask=attention_mask), y, loss_mask)
 """
 from __future__ import annotations
 

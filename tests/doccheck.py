@@ -3,6 +3,10 @@ the `# fast` ones run as written in a fresh copy of the repository, and every `p
 
 Convention: a fenced code block whose info string is `bash` and whose first line is exactly `# fast` is a *fast*
 block: it runs in seconds on the tiny world, from the repository root, and may use what earlier fast blocks wrote.
+A block whose info string is `output` quotes what the fast block before it printed. Its first line states the
+tolerance, `# printed by the block above; numbers within A` (or `within A or P%`, whichever is larger); each
+later line must match one printed line, in order, with its numbers within that tolerance and its words equal
+(runs of spaces are ignored, `...` stands for anything).
 """
 import dataclasses
 import importlib
@@ -114,18 +118,65 @@ def config_class(module_name: str):
     return None
 
 
+OUTPUT_NOTE = re.compile(r"^# printed by the block above; numbers within ([\d.]+)(?: or ([\d.]+)%)?")
+NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?"
 
 
-def run_fast_blocks(blocks: list[str], repo: str) -> None:
-    """Run each fast block in order, as one `bash -euo pipefail` script, in a fresh copy of the repo at `repo`."""
+def quoted_outputs(text: str) -> list[tuple[int, list[str], float, float]]:
+    """(index of the fast block it follows, quoted lines, absolute tolerance, relative tolerance) per output block."""
+    out, n_fast = [], 0
+    for info, body in code_blocks(text):
+        if info == "bash" and body.splitlines() and body.splitlines()[0].strip() == "# fast":
+            n_fast += 1
+        elif info == "output":
+            lines = body.splitlines()
+            m = OUTPUT_NOTE.match(lines[0]) if lines else None
+            assert m and n_fast, f"an output block needs a fast block before it and a tolerance line: {lines[:1]}"
+            out.append((n_fast - 1, [ln for ln in lines[1:] if ln.strip()], float(m[1]), float(m[2] or 0) / 100))
+    return out
+
+
+def _line_pattern(quoted: str) -> re.Pattern:
+    parts = re.split(rf"(\.\.\.|{NUMBER}|\s+)", quoted.strip())
+    rx = "".join(r".*?" if p == "..." else rf"({NUMBER})" if re.fullmatch(NUMBER, p) else r"\s*" if p.isspace()
+                 else re.escape(p) for p in parts if p)
+    return re.compile(rx)
+
+
+def check_quoted(lines: list[str], printed: str, abs_tol: float, rel_tol: float) -> list[str]:
+    """The quoted lines that no printed line matches (in order), each with the closest printed figures seen."""
+    printed_lines, i, problems = [ln.strip() for ln in printed.splitlines()], 0, []
+    for quoted in lines:
+        rx, want = _line_pattern(quoted), [float(x.replace(",", "")) for x in re.findall(NUMBER, quoted)]
+        near = []
+        for j in range(i, len(printed_lines)):
+            m = rx.fullmatch(printed_lines[j])
+            if not m:
+                continue
+            got = [float(x.replace(",", "")) for x in m.groups()]
+            if all(abs(g - w) <= max(abs_tol, rel_tol * abs(w)) for g, w in zip(got, want)):
+                i = j + 1
+                break
+            near.append(printed_lines[j])
+        else:
+            problems.append(f"quoted {quoted.strip()!r}; printed {near[:2] or 'no line of that shape'}")
+    return problems
+
+
+def run_fast_blocks(blocks: list[str], repo: str) -> list[str]:
+    """Run each fast block in order, as one `bash -euo pipefail` script, in a fresh copy of the repo at `repo`;
+    what each printed (stdout and stderr)."""
     fresh_copy(repo)
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     env.setdefault("OMP_NUM_THREADS", "1")  # tiny models gain nothing from threads; a shared CPU loses a lot
+    printed = []
     for i, block in enumerate(blocks, 1):
         res = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=repo, env=env, capture_output=True,
                              text=True, timeout=600)
         assert res.returncode == 0, (f"fast block {i} of {len(blocks)} exited {res.returncode}:\n{block}\n"
                                      f"--- output (end) ---\n{(res.stdout + res.stderr)[-4000:]}")
+        printed.append(res.stdout + res.stderr)
+    return printed
 
 
 def check_commands(text: str) -> list[str]:

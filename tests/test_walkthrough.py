@@ -14,24 +14,51 @@ About 30 s on 2 CPU cores (most of it six stage scripts starting torch); far lon
 import os
 import re
 
-from doccheck import (FILE_EXT, MADE_BY_RUNNING, ROOT, check_commands, fast_blocks, prose, read_doc, resolve,
-                      run_fast_blocks)
+from doccheck import (FILE_EXT, MADE_BY_RUNNING, ROOT, check_commands, check_quoted, fast_blocks, prose,
+                      quoted_outputs, read_doc, resolve, run_fast_blocks)
 
 
 def doc_text() -> str:
     return read_doc(os.path.join("docs", "walkthrough.md"))
 
 
-def test_fast_blocks_run_as_written_in_a_fresh_copy(tmp_path):
-    """Every `# fast` block of the walkthrough exits 0, run in order as written in a fresh copy of the repo,
-    and together they run the world, every stage script and evaluate.py (so the marker is not lost silently)."""
-    blocks = fast_blocks(doc_text())
+def test_fast_blocks_run_as_written_and_print_the_quoted_figures(tmp_path):
+    """Every `# fast` block of the walkthrough exits 0, run in order as written in a fresh copy of the repo;
+    together they run the world, every stage script and evaluate.py (so the marker is not lost silently); and
+    every figure quoted in an `output` block is printed by its block, within the block's stated tolerance."""
+    text = doc_text()
+    blocks = fast_blocks(text)
     joined = "\n".join(blocks)
     for needed in ("nanorlhf.world", "pretrain.py", "train_sft.py", "train_rm.py", "train_ppo.py", "evaluate.py"):
         assert needed in joined, f"no fast block runs {needed}"
     repo = str(tmp_path / "repo")
-    run_fast_blocks(blocks, repo)
+    printed = run_fast_blocks(blocks, repo)
     assert os.path.exists(os.path.join(repo, "out", "tiny", "ppo_ptx", "ckpt.pt"))  # written in the copy
+    quoted = quoted_outputs(text)
+    assert len({i for i, *_ in quoted}) >= 8, "most fast blocks quote what they print"
+    problems = [f"fast block {i + 1}: {p}" for i, lines, a, r in quoted for p in check_quoted(lines, printed[i], a, r)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_a_drifted_figure_fails_the_check():
+    """The quoted-output check compares words exactly and numbers within the tolerance: a figure moved past it,
+    a changed word or a missing line fails; `...` and extra printed lines do not."""
+    printed = "bpe: done\nRM validation pairwise accuracy 0.507 (ratio 0.86)\nppo  2/2 (100%) score -0.2192 eps 95\n"
+    good = ["RM validation pairwise accuracy 0.55 (ratio 0.90)", "ppo 2/2 (100%) score -0.20 ..."]
+    assert check_quoted(good, printed, 0.05, 0) == []
+    assert check_quoted(["RM validation pairwise accuracy 0.62 (ratio 0.86)"], printed, 0.05, 0) != []
+    assert check_quoted(["RM validation pairwise accuracy 0.507 (ratio 0.86)"], printed, 0, 0) == []
+    assert check_quoted(["RM test pairwise accuracy 0.507 (ratio 0.86)"], printed, 0.05, 0) != []
+    assert check_quoted(["RM validation pairwise accuracy 0.507 (ratio 1.0)"], printed, 0.01, 0.2) == []  # 20% of 1.0
+    assert check_quoted(good[::-1], printed, 0.05, 0) != []  # in order
+
+
+def test_measured_figures_sit_in_output_blocks():
+    """The prose says "we saw" only of what an output block quotes (checked above) or of docs/results.md's run,
+    so a figure measured once cannot drift silently in a sentence."""
+    bad = [m.group(0) for m in re.finditer(r"[Ww]e saw[^.\n]*\d[^.\n]*", prose(doc_text()))
+           if "results.md" not in m.group(0)]
+    assert bad == []
 
 
 def test_every_named_file_and_function_exists():
