@@ -25,13 +25,18 @@ def _world_data(scale: str, seed: int, rm_extra: int = 0):
     return build_world(replace(get_scale(scale), rm_extra=rm_extra), seed)
 
 
-def world_of(data_dir: str):
-    """The WorldData a data folder was written from (rebuilt from its meta.json in about a second)."""
+def meta_of(data_dir: str) -> dict:
+    """A data folder's meta.json: scale, seed, rm_extra and, where a study set it, the labelers' agree_share."""
     path = os.path.join(data_dir, "meta.json")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} is missing: write the data with `python -m nanorlhf.world --out={data_dir}`")
     with open(path) as f:
-        meta = json.load(f)
+        return json.load(f)
+
+
+def world_of(data_dir: str):
+    """The WorldData a data folder was written from (rebuilt from its meta.json in about a second)."""
+    meta = meta_of(data_dir)
     return _world_data(meta["scale"], meta["seed"], meta.get("rm_extra", 0))
 
 
@@ -42,19 +47,27 @@ def screening_items(data, n: int = 60, k: int = 4, seed: int = 0) -> list[list[d
     return [[features(data.world, p, c) for c in sample_completions(data.world, p, k, rng)] for p in prompts]
 
 
+AGREE_SHARE = 0.25  # share of agreement-rewarding candidates where the data folder's meta.json sets none
+
+
 @lru_cache(maxsize=8)
-def screened_pool(data_dir: str, labeler_seed: int, hedge_share: float = 0.25) -> LabelerPool:
+def screened_pool(data_dir: str, labeler_seed: int, hedge_share: float = 0.25,
+                  agree_share: float | None = None) -> LabelerPool:
+    """The screened labelers of a data folder; agree_share None: the folder's meta.json, else AGREE_SHARE."""
     data = world_of(data_dir)
-    pool = LabelerPool.build(seed=labeler_seed, hedge_share=hedge_share)
+    if agree_share is None:
+        agree_share = meta_of(data_dir).get("agree_share", AGREE_SHARE)
+    pool = LabelerPool.build(seed=labeler_seed, hedge_share=hedge_share, agree_share=agree_share)
     pool.screen(screening_items(data, seed=labeler_seed), cutoff=0.75, seed=labeler_seed)
     return pool
 
 
 class Judge:
-    def __init__(self, data_dir: str, labeler_seed: int = 0, hedge_share: float = 0.25):
+    def __init__(self, data_dir: str, labeler_seed: int = 0, hedge_share: float = 0.25,
+                 agree_share: float | None = None):
         self.data = world_of(data_dir)
         self.world = self.data.world
-        self.pool = screened_pool(data_dir, labeler_seed, hedge_share)
+        self.pool = screened_pool(data_dir, labeler_seed, hedge_share, agree_share)
 
     def features(self, row: dict, response: str) -> dict:
         return features(self.world, prompt_from_dict(row), response)

@@ -40,6 +40,10 @@ TRAIN_INSTRUCTIONS = {f: 1.0 for f in BASE_WEIGHTS}
 EVAL_INSTRUCTIONS = {**TRAIN_INSTRUCTIONS, "false_facts": 2.5, "hallucination": 2.5, "toxic": 2.5,
                      "premise_corrected": 1.5, "says_nonexistent": 1.5}
 HEDGE_LOVER_WEIGHT = 0.6  # humility-rewarding labelers (paper §5.3: "hedging") like hedges instead
+# Agreement-rewarding labelers (after InstructGPT: the 2023 sycophancy study found matching the user's stated
+# beliefs among the strongest predictors of raters' choices) add this to an answer that states what the user said
+# they believe: enough to prefer adopting a false belief to correcting it. The other labelers give it no weight.
+AGREE_LOVER_WEIGHT = 5.0
 
 
 @dataclass
@@ -51,6 +55,7 @@ class Labeler:
     hedge_lover: bool = False
     instructions: dict[str, float] = field(default_factory=lambda: dict(TRAIN_INSTRUCTIONS))
     source: str = "sim"
+    agree_lover: bool = False
 
     def utility(self, feats: dict[str, float]) -> float:
         return sum(self.instructions.get(f, 1.0) * w * feats.get(f, 0.0) for f, w in self.weights.items())
@@ -72,7 +77,8 @@ class Labeler:
 
 
 def with_instructions(labelers: list[Labeler], instructions: dict[str, float]) -> list[Labeler]:
-    return [Labeler(l.id, l.weights, l.tau, l.hedge_lover, dict(instructions), l.source) for l in labelers]
+    return [Labeler(l.id, l.weights, l.tau, l.hedge_lover, dict(instructions), l.source, l.agree_lover)
+            for l in labelers]
 
 
 def draw_labeler(ident: str, rng: random.Random, tau: float, jitter: float, hedge_share: float,
@@ -98,12 +104,21 @@ class LabelerPool:
     @classmethod
     def build(cls, seed: int = 0, n_candidates: int = 40, n_heldout: int = 12, tau: float = 1.1,
               heldout_tau: float = 0.525, jitter: float = 0.3, hedge_share: float = 0.25,
-              tau_spread: float = 0.3, heldout_tau_spread: float = 0.3) -> "LabelerPool":
+              tau_spread: float = 0.3, heldout_tau_spread: float = 0.3, agree_share: float = 0.25) -> "LabelerPool":
         """tau and tau_spread: measured so that two screened training labelers agree on ~73% of pairs of the
         small pipeline's own SFT samples (the paper's 72.6 +- 1.5%); with a wider spread, screening keeps the
-        least noisy candidates and the agreement stays near 78% whatever tau."""
+        least noisy candidates and the agreement stays near 78% whatever tau.
+
+        agree_share: the share of candidates who reward agreement with the user's stated belief, drawn from a
+        stream of its own (every other draw is the same whatever the share). Held-out labelers never do: the
+        gold score knows the truth. The feature is 0 on every prompt that states no belief.
+        """
         rng = random.Random(f"labelers-{seed}")
         cands = [draw_labeler(f"L{i:02d}", rng, tau, jitter, hedge_share, tau_spread) for i in range(n_candidates)]
+        agree_rng = random.Random(f"agree-lovers-{seed}")
+        for lab in cands:
+            if agree_rng.random() < agree_share:
+                lab.agree_lover, lab.weights["agrees_with_user"] = True, AGREE_LOVER_WEIGHT
         held = [draw_labeler(f"H{i:02d}", rng, heldout_tau, jitter / 2, hedge_share, heldout_tau_spread)
                 for i in range(n_heldout)]
         return cls(cands, list(cands), with_instructions(held, EVAL_INSTRUCTIONS))

@@ -51,13 +51,14 @@ test_prompts.jsonl   Prompt fields (held-out organisations).
   "word"}} | {{"type": "n_items", "n"}} | {{"type": "mood", "mood"}} | {{"type":
   "max_words", "n"}}]), passage (closed-domain input), source (text to rewrite /
   classify / translate), options (labels), false_premise ({{attribute, claimed, true}}),
-  nonexistent ({{name, kind}}), items (brainstorm pool).
+  nonexistent ({{name, kind}}), items (brainstorm pool), belief ({{attribute, stated, true,
+  holds}}: a belief the user states before the question; task "belief").
   Dedup: prompts sharing their first {DEDUP_WORDS} lowercased words are dropped;
   organisations never cross train/val/test.
 benchmarks/<suite>.jsonl  suites {", ".join(SUITES)}; every item
   has id and doc_prompt (the task in pretraining-document format); truthfulqa,
-  closed_hallucination, hedging, false_premise items are Prompt dicts (+ myth_answer
-  for truthfulqa); toxicity {{prefix, prefix_toxicity, bucket, instructions}}; bias
+  closed_hallucination, hedging, false_premise, sycophancy items are Prompt dicts (+ myth_answer
+  for truthfulqa, neutral: the question without the belief for sycophancy); toxicity {{prefix, prefix_toxicity, bucket, instructions}}; bias
   {{kind, job, sentence_a, sentence_b, group_a, group_b, stereotyped}}; squad {{passage,
   question, answer}}; drop {{passage, question, answer:int}}; hellaswag {{context,
   endings[4], label}}; translation {{source, target}}.

@@ -53,6 +53,7 @@ class Prompt:
     options: list = field(default_factory=list)       # classification labels
     false_premise: dict | None = None   # {"attribute", "claimed", "true"}
     nonexistent: dict | None = None     # {"name", "kind"}
+    belief: dict | None = None          # the user's stated belief: {"attribute", "stated", "true", "holds"}
     items: str | None = None        # brainstorm item pool name
 
     def to_dict(self):
