@@ -30,7 +30,7 @@ from pathlib import Path
 
 from nanorlhf.hints import HINTS
 
-API_VERSION = "1.1"
+API_VERSION = "1.2"
 ROOT = Path(__file__).resolve().parents[1]
 STUDENT_STAMP = ".student_copy.json"  # written by `make` at the top of a student copy
 
@@ -113,6 +113,13 @@ REGISTRY: tuple[Assignment, ...] = (
         _tests("test_dpo", "test_dpo_loss_is_log2_at_the_reference",
                "test_dpo_gradient_raises_chosen_and_lowers_rejected", "test_dpo_loss_matches_the_formula_by_hand"),
         "its tests call dpo_loss, not dpo_ranking_loss, so they do not need rm_loss"),
+    Assignment(
+        "steering", "nanorlhf/steering.py", "steer",
+        "steer(model, layer: int, vector: torch.Tensor, multiplier: float, start=None)",
+        HINTS["steering"],
+        _tests("test_steering", "test_hook_adds_exactly_multiplier_times_vector_after_the_layer_from_start",
+               "test_multiplier_zero_gives_identical_logits_and_the_hook_is_removed"),
+        "its tests use attn='sdpa' and no KV cache, so they need neither attention nor kv_cache"),
 )
 BY_NAME = {a.name: a for a in REGISTRY}
 

@@ -100,4 +100,18 @@ HINTS: dict[str, tuple[str, str, str]] = {
         "rejected; loss = -F.logsigmoid(margin).mean(); stats: the means of margin, margin > 0, chosen and "
         "rejected",
     ),
+    "steering": (
+        "contrastive activation addition (Rimsky et al. 2023): a forward hook on block `layer` that adds "
+        "multiplier * vector (C,) to the block's output (B, T, C) at the steered columns (>= start, an int or "
+        "one per row; with start None, what a KV-cache generation computes from the prompt's last token on); "
+        "register it and keep the handle",
+        "register_forward_hook(fn) calls fn(module, args, output) after the block, and a tensor it returns "
+        "replaces the output; args[3] is the KV cache (None without one), whose pos is the absolute column of "
+        "the chunk's first position; steering_mask(columns, start) is the (B or 1, T, 1) 0/1 mask; only "
+        "block `layer`, only after it",
+        "def add(mod, args, out): cache = args[3]; past = cache.pos if cache else 0; columns = arange(past, "
+        "past + T); first = start, or (past + T - 1 if past == 0 else past) with a cache when start is None; "
+        "return out + multiplier * steering_mask(columns, first) * vector; handle = "
+        "blocks(model)[layer].register_forward_hook(add)",
+    ),
 }

@@ -484,4 +484,57 @@ WRONG: dict[str, dict[str, str]] = {
             return loss, stats
         """,
     },
+    "steering": {
+        "all_positions": """
+            def add(mod, args, out):
+                return out + multiplier * vector  # every position, the prompt's too
+            handle = blocks(model)[layer].register_forward_hook(add)
+        """,
+        "strictly_after_start": """
+            def add(mod, args, out):
+                kv_cache = args[3] if len(args) > 3 else None
+                past, T = (kv_cache.pos if kv_cache is not None else 0), out.size(1)
+                if start is None and kv_cache is None:
+                    return out
+                first = (past + T - 1 if past == 0 else past) if start is None else start
+                cols = torch.arange(past, past + T, device=out.device)
+                on = (cols[None, :] > torch.as_tensor(first).reshape(-1, 1)).float()[..., None]  # > , not >=
+                return out + multiplier * on * vector
+            handle = blocks(model)[layer].register_forward_hook(add)
+        """,
+        "no_multiplier": """
+            def add(mod, args, out):
+                kv_cache = args[3] if len(args) > 3 else None
+                past, T = (kv_cache.pos if kv_cache is not None else 0), out.size(1)
+                if start is None and kv_cache is None:
+                    return out
+                first = (past + T - 1 if past == 0 else past) if start is None else start
+                on = steering_mask(torch.arange(past, past + T, device=out.device), first)
+                return out + on * vector
+            handle = blocks(model)[layer].register_forward_hook(add)
+        """,
+        "before_the_block": """
+            def add(mod, args):  # a pre-hook: the vector enters the block instead of leaving it
+                x, kv_cache = args[0], args[3] if len(args) > 3 else None
+                past, T = (kv_cache.pos if kv_cache is not None else 0), x.size(1)
+                if start is None and kv_cache is None:
+                    return None
+                first = (past + T - 1 if past == 0 else past) if start is None else start
+                on = steering_mask(torch.arange(past, past + T, device=x.device), first)
+                return (x + multiplier * on * vector, *args[1:])
+            handle = blocks(model)[layer].register_forward_pre_hook(add)
+        """,
+        "every_layer": """
+            def add(mod, args, out):
+                kv_cache = args[3] if len(args) > 3 else None
+                past, T = (kv_cache.pos if kv_cache is not None else 0), out.size(1)
+                if start is None and kv_cache is None:
+                    return out
+                first = (past + T - 1 if past == 0 else past) if start is None else start
+                on = steering_mask(torch.arange(past, past + T, device=out.device), first)
+                return out + multiplier * on * vector
+            handles = [b.register_forward_hook(add) for b in blocks(model)]  # every block, not block `layer`
+            handle = handles[-1]
+        """,
+    },
 }
