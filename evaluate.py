@@ -7,6 +7,9 @@ Suites (--suite=NAME):
               organisations unseen in training, judged by held-out labelers; gold and RM scores
   truthfulness, hallucination, toxicity, bias, alignment_tax, overoptimization, hedging
               the paper's safety and capability findings (nanorlhf/evals/suites.py)
+  sycophancy, steering
+              after the paper: adopting a user's false belief, and steering it (and hallucination)
+              back at inference by contrastive activation addition, with a capability floor
   all         every suite of the line above, written to out_dir/suites.md with its figures
   ladder      the pipeline's preference ladder again (another --seed / --labeler_seed), from the
               run folder out_dir, for the sizes named in --sizes
@@ -16,6 +19,7 @@ Suites (--suite=NAME):
     python evaluate.py --suite=preference --seed=1 --labeler_seed=1 # another sample, another labeler draw
     python evaluate.py --suite=preference --samples=1               # 1 response a prompt: faster, a wider interval
     python evaluate.py --suite=preference --split=val               # validation prompts, to choose runs by
+    python evaluate.py --suite=steering                             # the steering sweep on the PPO policy
 
 Writes out_dir/<suite>.json and prints a table.
 """

@@ -40,10 +40,16 @@ def policy_names(ctx, only: tuple[str, ...] | None = None) -> list[str]:
 def bench_items(ctx, suite: str, n: int | None = None) -> list[dict]:
     """A seeded sample of n (default ctx.n) items of benchmarks/<suite>.jsonl, in file order.
 
-    Sampling, not the first n: some files are written category by category.
+    Sampling, not the first n: some files are written category by category. A folder without the file
+    (written before its suite existed) gets the items from the world it was built from.
     """
-    with open(os.path.join(ctx.data_dir, "benchmarks", f"{suite}.jsonl"), encoding="utf-8") as f:
-        items = [json.loads(line) for line in f if line.strip()]
+    path = os.path.join(ctx.data_dir, "benchmarks", f"{suite}.jsonl")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            items = [json.loads(line) for line in f if line.strip()]
+    else:  # a data folder written before the suite existed: the world rebuilds it (the same items)
+        from nanorlhf.judge import world_of
+        items = world_of(ctx.data_dir).benchmarks[suite]
     n = min(ctx.n if n is None else n, len(items))
     keep = sorted(random.Random(f"{suite}-{ctx.seed}").sample(range(len(items)), n))
     return [items[i] for i in keep]
@@ -144,3 +150,10 @@ def grouped_bars(ax, groups: list[str], series: dict[str, list[float]], ylabel: 
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=7)
+
+
+def rate_errorbar(ax, xs: list, rates: list[dict], **kw):
+    """Points of rates ({"rate", "lo", "hi"}) at xs with their intervals as error bars."""
+    ys = [r["rate"] for r in rates]
+    ax.errorbar(xs, ys, yerr=[[y - r["lo"] for y, r in zip(ys, rates)], [r["hi"] - y for y, r in zip(ys, rates)]],
+                capsize=3, **kw)

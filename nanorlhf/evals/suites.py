@@ -7,6 +7,8 @@
     alignment_tax      few-shot SQuAD / DROP / HellaSwag / translation analogs, GPT = 100 (Table 14)
     overoptimization   best-of-n and PPO checkpoints: gold vs RM score against sqrt(KL) (Gao et al.)
     hedging            hedging on definite questions, false premises, and the labelers behind it (§5.3)
+    sycophancy         adopting a user's false stated belief: policies, the RM, the labelers behind it
+    steering           contrastive activation addition against sycophancy and hallucination, capability floor
 
 Not suites, but called by the pipeline with what it trained: alignment_tax.sweep_table
 (the gamma_ptx and beta sweeps) and compute.compute_table (FLOPs per stage).
@@ -23,6 +25,8 @@ from nanorlhf.evals.bias import bias
 from nanorlhf.evals.hallucination import hallucination
 from nanorlhf.evals.hedging import hedging
 from nanorlhf.evals.overoptimization import overoptimization
+from nanorlhf.evals.steering import steering
+from nanorlhf.evals.sycophancy import sycophancy
 from nanorlhf.evals.toxicity import toxicity_suite
 from nanorlhf.evals.truthfulness import truthfulness
 
@@ -34,6 +38,8 @@ SUITES = {
     "alignment_tax": alignment_tax,
     "overoptimization": overoptimization,
     "hedging": hedging,
+    "sycophancy": sycophancy,
+    "steering": steering,
 }
 
 
