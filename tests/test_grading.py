@@ -1,7 +1,7 @@
-"""The grader rejects wrong-but-plausible solutions (tests/wrong_solutions.py) and passes the right ones.
+"""The grader rejects wrong-but-plausible solutions (tests/wrong_solutions/) and passes the right ones.
 
 Round r puts every assignment's r-th wrong solution into one copy of the solutions and grades the
-copy with the real grader: one pytest process a round, six rounds.
+copy with the real grader: one pytest process a round, as many rounds as the longest list (seven).
 """
 import shutil
 import subprocess
