@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 
+from nanorlhf.evals.alignment_tax import translation_prompts
 from nanorlhf.evals.common import bench_items, chat_answers, doc_answers, md_table, new_figure, pct, rate_errorbar
 from nanorlhf.evals.common import save_figure
 from nanorlhf.evals.context import Section
@@ -76,7 +77,6 @@ def capability(ctx, model, tok, layer, vector, m, n: int = 100) -> dict:
     """Few-shot fact accuracy and the generated public-task scores, steered at multiplier m."""
     sq, dr = bench_items(ctx, "squad", n), bench_items(ctx, "drop", n)
     tr, pool = bench_items(ctx, "translation", n), bench_items(ctx, "translation", 10**9)
-    from nanorlhf.evals.alignment_tax import translation_prompts
     with steer(model, layer, vector, m):
         facts = fact_accuracy(model, tok, ctx.judge.world, n=n, seed=ctx.seed)["all"]
         sq_out = doc_answers(model, tok, [it["doc_prompt"] for it in sq], 8)
