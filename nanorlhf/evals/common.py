@@ -23,6 +23,7 @@ import torch
 
 from nanorlhf.evals.knowledge import complete
 from nanorlhf.generate import generate, response_texts, sequence_logprobs
+from nanorlhf.judge import world_of
 
 ORDER = ("gpt", "sft", "ppo", "ppo_ptx")
 
@@ -48,7 +49,6 @@ def bench_items(ctx, suite: str, n: int | None = None) -> list[dict]:
         with open(path, encoding="utf-8") as f:
             items = [json.loads(line) for line in f if line.strip()]
     else:  # a data folder written before the suite existed: the world rebuilds it (the same items)
-        from nanorlhf.judge import world_of
         items = world_of(ctx.data_dir).benchmarks[suite]
     n = min(ctx.n if n is None else n, len(items))
     keep = sorted(random.Random(f"{suite}-{ctx.seed}").sample(range(len(items)), n))

@@ -32,7 +32,6 @@ from nanorlhf.evals.textmatch import bleu, exact_match, f1_score
 from nanorlhf.ppo import last_token_index
 from nanorlhf.reward import encode_texts
 from nanorlhf.steering import contrastive_vector, record, steer
-from nanorlhf.world import phrasing
 
 K = 8.0
 MULTIPLIERS = (-K, -K / 2, 0.0, K / 2, K)
