@@ -29,11 +29,18 @@ import train_sft
 from experiments import iterated
 from nanorlhf.cli import run
 from nanorlhf.config import config_dict, parse_config, print_config
-from nanorlhf.evals.context import Section
+from nanorlhf.device import resolve_device
+from nanorlhf.evals.context import EvalContext, Section
+from nanorlhf.evals.findings import findings_markdown, run_findings
+from nanorlhf.evals.ladder import ladder_policies, ladder_sections
+from nanorlhf.evals.suites import suite_sections
+from nanorlhf.judge import Judge
+from nanorlhf.model import count_params
 from nanorlhf.fileio import write_text
 from nanorlhf.lineage import PLANS, pipeline_frontier
 from nanorlhf.report import stage_flops, write_report
 from nanorlhf.stages import Stages
+from nanorlhf.world import ensure_world
 
 
 @dataclass
@@ -59,16 +66,20 @@ class Config:
     """SFT epochs (paper: 16)"""
     flan_epochs: int = 4
     """epochs of the FLAN/T0 analog: about SFT's token budget (its batches hold ~1.3x SFT's padded tokens)"""
-    rm_prompts: int = 1500
-    """RM prompts labeled (the comparison budget)"""
-    # DEVIATION: the paper trains its RM for one epoch (more overfits at 6B); a 1M-parameter RM on 1,500
-    # prompts underfits in one (README: the reward model)
+    rm_prompts: int = 4500
+    """RM prompts labeled (the label budget; the world adds prompts past its own: nanorlhf/world --rm_extra)"""
+    # DEVIATION: the paper's held-out-labeler RMs train on all the other groups' labels; here on 1,500 (time)
+    rm_heldout_prompts: int = 1500
+    """ranked prompts the held-out-labeler RM trains on (0 = all of its 4 groups'; train_rm --heldout_prompts)"""
+    # DEVIATION: the paper trains its RM one epoch (more overfits at 6B); a 1M-parameter RM underfits in one
     rm_epochs: int = 2
     """RM epochs (paper: 1; one underfits at this label budget)"""
     rm_lr: float = 3e-4
     """RM learning rate"""
-    ppo_iterations: int = 30
+    ppo_iterations: int = 60
     """PPO iterations of 64 episodes"""
+    ppo_lr: float = 2e-4
+    """PPO's learning rate (policy and value model)"""
     ppo_beta: float = 0.1
     """KL penalty coefficient (paper: 0.02; see README for why the toy needs more)"""
     ptx_coef: float = 1.0
@@ -91,9 +102,9 @@ class Config:
     """redo every stage even when its checkpoint is up to date"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("sft_epochs", "flan_epochs", "rm_epochs", "rm_lr", "ppo_iterations", "ppo_beta",
-                                 "n_eval")
-    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "ptx_coef")
+    POSITIVE: ClassVar[tuple] = ("sft_epochs", "flan_epochs", "rm_epochs", "rm_lr", "ppo_iterations", "ppo_lr",
+                                 "ppo_beta", "n_eval")
+    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "rm_heldout_prompts", "ptx_coef")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(preset="tiny", sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs=1, flan_epochs=1,
@@ -122,17 +133,11 @@ def main(cfg: Config) -> dict:
     run, scale = cfg.run or cfg.preset, cfg.preset
     out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
     sizes = parse_sizes(cfg)
-    names = list(sizes)
-    big = names[0]
-    st = Stages(out, cfg.fresh)
+    names, big, st = list(sizes), list(sizes)[0], Stages(out, cfg.fresh)
 
-    # 0. the world, its public-task compilation (FLAN/T0 analog)
-    from nanorlhf.world import build_world, write_world
-    public = os.path.join(data, "public_tasks.jsonl")
-    if not os.path.exists(os.path.join(data, "meta.json")) or not os.path.exists(public) or cfg.fresh:
-        t = time.time()
-        write_world(build_world(scale, 0), data)
-        st.log["world"] = {"seconds": time.time() - t}
+    # 0. the world, its public-task compilation (FLAN/T0 analog), and RM prompts up to the label budget
+    if ensure_world(data, scale, cfg.rm_prompts, cfg.fresh):  # False: already there, as this run needs it
+        st.log["world"] = {"seconds": time.time() - t0}
     corpus = os.path.join(data, "corpus.jsonl")
     common = ["--preset=" + ("tiny" if scale == "tiny" else "small"), f"--device={cfg.device}", f"--seed={cfg.seed}"]
 
@@ -153,7 +158,8 @@ def main(cfg: Config) -> dict:
     rc = parse_config(train_rm.Config, common + [f"--sft={out}/sft_{big}/ckpt.pt", f"--data_dir={data}",
                                                  f"--out_dir={out}/rm", f"--max_prompts={cfg.rm_prompts}",
                                                  f"--labeler_seed={cfg.labeler_seed}", f"--dtype={cfg.dtype}",
-                                                 f"--epochs={cfg.rm_epochs}", f"--lr={cfg.rm_lr}"])
+                                                 f"--epochs={cfg.rm_epochs}", f"--lr={cfg.rm_lr}",
+                                                 f"--heldout_prompts={cfg.rm_heldout_prompts}"])
     st.run("rm", train_rm.main, rc, [f"{out}/sft_{big}/ckpt.pt"], f"{out}/rm/ckpt.pt")
     # 4. PPO and PPO-ptx per size, against that RM
     def ppo(stage: str, size: str, beta: float, ptx: float) -> str:
@@ -161,7 +167,8 @@ def main(cfg: Config) -> dict:
         sft_ckpt, rm_ckpt, ckpt = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/ckpt.pt", f"{out}/{stage}/ckpt.pt"
         pc = parse_config(train_ppo.Config, common + [f"--sft={sft_ckpt}", f"--rm={rm_ckpt}", f"--data_dir={data}",
                                                       f"--out_dir={out}/{stage}", f"--iterations={cfg.ppo_iterations}",
-                                                      f"--ptx_coef={ptx}", f"--beta={beta}", f"--dtype={cfg.dtype}"])
+                                                      f"--ptx_coef={ptx}", f"--beta={beta}", f"--dtype={cfg.dtype}",
+                                                      f"--lr={cfg.ppo_lr}"])
         st.run(stage, train_ppo.main, pc, [sft_ckpt, rm_ckpt], ckpt)
         return ckpt
 
@@ -181,13 +188,6 @@ def main(cfg: Config) -> dict:
         train_lineage(st, cfg, common, out, data, big)
 
     # 5. evaluation: the ladder, then the suites, then report.md
-    from nanorlhf.evals.context import EvalContext
-    from nanorlhf.evals.findings import findings_markdown, run_findings
-    from nanorlhf.evals.ladder import ladder_policies, ladder_sections
-    from nanorlhf.evals.suites import suite_sections
-    from nanorlhf.device import resolve_device
-    from nanorlhf.judge import Judge
-    from nanorlhf.model import count_params
     t = time.time()
     policies = ladder_policies(out, names)
     ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, policies, rm=f"{out}/rm/ckpt.pt",
@@ -235,7 +235,7 @@ def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) ->
                          f"choose --ppo_iterations divisible by {plan.rounds}")
     # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, dtype and iterations)
     shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
-              f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
+              f"--ppo_lr={cfg.ppo_lr}", f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
     for name, flags, inputs in (
             (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
                                f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={cfg.ppo_iterations}"],

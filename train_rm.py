@@ -80,6 +80,8 @@ class Config:
     """float32, or bfloat16 autocast for the RM's training and scoring passes (nanorlhf/precision.py)"""
     heldout_folds: int = 1
     """labeler groups to hold out in turn for the held-out-labeler test (0 = skip, 5 = all)"""
+    heldout_prompts: int = 0
+    """ranked prompts the held-out-labeler RM trains on, the first of the 4 groups' (0 = all of them)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
     seed: int = 0
@@ -89,7 +91,7 @@ class Config:
 
     # values checked before any work starts (nanorlhf/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("batch_prompts", "lr", "epochs", "human_weight")
-    NONNEGATIVE: ClassVar[tuple] = ("heldout_folds",)
+    NONNEGATIVE: ClassVar[tuple] = ("heldout_folds", "heldout_prompts")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/rm", val_prompts=16,
@@ -148,7 +150,7 @@ def main(cfg: Config) -> dict:
         if cfg.heldout_folds > 0 and given is None:
             report["heldout"] = heldout_group_eval(sft, tok, judge, train_cmp, val_cmp, cfg.heldout_folds, lr=cfg.lr,
                                                    epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
-                                                   seed=cfg.seed, device=device)
+                                                   seed=cfg.seed, device=device, max_prompts=cfg.heldout_prompts)
     plot_curves(log.read(), ["rm/loss", "rm/accuracy"], os.path.join(cfg.out_dir, "curves.png"), title="reward model")
     extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}

@@ -146,12 +146,14 @@ def labeler_agreement(val_cmp: list[dict]) -> float:
 
 
 def heldout_group_eval(sft, tok, judge: Judge, train_cmp: list[dict], val_cmp: list[dict], folds: int, *,
-                       lr: float, epochs: int, batch_prompts: int, seed: int, device) -> dict:
+                       lr: float, epochs: int, batch_prompts: int, seed: int, device, max_prompts: int = 0) -> dict:
     """The held-out-labeler test (paper §4.1: 69.6% vs 72.4%).
 
     Training labelers are split into 5 groups; an RM trained (lr, epochs, batch_prompts, seed: the RM's own
-    recipe) on the comparisons of 4 groups predicts the 5th group's rankings of the validation completions
-    ("held-out") and the 4 groups' own rankings of them ("own"), for `folds` of the 5 groups in turn.
+    recipe) on the comparisons of 4 groups (the first `max_prompts` of them, when > 0) predicts the 5th group's
+    rankings of the validation completions ("held-out") and the 4 groups' own rankings of them ("own"), for
+    `folds` of the 5 groups in turn. Both accuracies come from the same RM, so a smaller training set lowers
+    both and leaves their comparison, the test's point, intact.
     """
     from nanorlhf.model import ScalarHeadModel
     from nanorlhf.reward import fit_reward_model, ranking_accuracy
@@ -159,6 +161,7 @@ def heldout_group_eval(sft, tok, judge: Judge, train_cmp: list[dict], val_cmp: l
     held, own = [], []
     for g in range(folds):
         subset = [c for c in train_cmp if c["labeler"] not in groups[g]]
+        subset = subset[:max_prompts] if max_prompts > 0 else subset
         rm = ScalarHeadModel.from_gpt(sft).to(device)
         print(f"held-out-labeler fold {g + 1}/{folds}: training on {len(subset)} comparisons")
         fit_reward_model(rm, tok, subset, lr=lr, epochs=epochs, batch_prompts=batch_prompts, seed=seed,

@@ -93,11 +93,14 @@ def inverse_cdf_sample(probs, u):
 def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, temperature=1.0,
              top_k=None, top_p=None, greedy=False, stop_token=None, pad_id=0,
              generator: torch.Generator | None = None, row_seeds=None, use_cache=True,
-             cache_dtype=torch.float32) -> Rollout:
+             cache_dtype=torch.float32, compact=True) -> Rollout:
     """Sample up to max_new_tokens per prompt. use_cache=False recomputes the whole
     prefix at every step (the naive loop, kept as the reference the cache is tested against).
     greedy takes the argmax and records its log-prob under softmax(logits / temperature).
     row_seeds (one int per prompt) fixes each row's randomness whatever its batch.
+    compact (with the cache): rows that have emitted the stop token leave the batch and its
+    cache once a quarter of the rows still decoding have finished, so the forward passes stop
+    computing on finished rows (a row's sample does not depend on the others: tested).
     """
     assert temperature > 0, "use greedy=True instead of temperature 0"
     device = next(model.parameters()).device
@@ -112,6 +115,7 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     logprobs = torch.zeros((B, P + N), device=device)
     noise = None if greedy else row_noise(B, N, generator, row_seeds).to(device)  # (B, N)
     done = torch.zeros(B, dtype=torch.bool, device=device)
+    rows = torch.arange(B, device=device)  # the rows still in the batch (finished ones leave it: compact)
 
     was_training = model.training
     model.eval()
@@ -119,24 +123,28 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     # prefill; the unembedding runs only where the next token is read (last_only)
     logits = model(tokens[:, :P], attention_mask[:, :P], kv_cache=cache, last_only=True)[:, -1]  # (B, V)
     for t in range(N):
-        # 1. the sampling distribution, and a draw from it
+        # 1. the sampling distribution, and a draw from it, for the rows in the batch (b = len(rows))
         logits = filter_logits(logits.float(), temperature, top_k, top_p)
-        logp = F.log_softmax(logits, dim=-1)                                  # (B, V)
-        nxt = logits.argmax(-1) if greedy else inverse_cdf_sample(logp.exp(), noise[:, t])  # (B,)
+        logp = F.log_softmax(logits, dim=-1)                                  # (b, V)
+        nxt = logits.argmax(-1) if greedy else inverse_cdf_sample(logp.exp(), noise[rows, t])  # (b,)
         # 2. write it down; rows already done get pad and mask 0
         col = P + t
-        alive = ~done
-        tokens[:, col] = torch.where(alive, nxt, pad_id)
-        attention_mask[:, col] = alive.long()
-        response_mask[:, col] = alive.long()
-        logprobs[:, col] = torch.where(alive, logp.gather(-1, nxt[:, None]).squeeze(-1), 0.0)
+        alive = ~done[rows]                                                   # (b,)
+        tokens[rows, col] = torch.where(alive, nxt, pad_id)
+        attention_mask[rows, col] = alive.long()
+        response_mask[rows, col] = alive.long()
+        logprobs[rows, col] = torch.where(alive, logp.gather(-1, nxt[:, None]).squeeze(-1), 0.0)
         if stop_token is not None:
-            done = done | (alive & (nxt == stop_token))  # the stop token itself is part of the response
+            done[rows] = ~alive | (nxt == stop_token)  # the stop token itself is part of the response
         if done.all() or t == N - 1:
             break
         # 3. next-token logits: one new position with the cache, the whole prefix without
         if use_cache:
-            logits = model(tokens[:, col:col + 1], attention_mask[:, :col + 1], kv_cache=cache)[:, -1]
+            keep = ~done[rows]
+            if compact and int(keep.sum()) <= 0.75 * len(rows):
+                rows = rows[keep]
+                cache.keep_rows(keep)
+            logits = model(tokens[rows, col:col + 1], attention_mask[rows, :col + 1], kv_cache=cache)[:, -1]
         else:
             logits = model(tokens[:, :col + 1], attention_mask[:, :col + 1], last_only=True)[:, -1]
     model.train(was_training)

@@ -67,6 +67,13 @@ class KVCache:
         return self.kv[layer, 0, :, :, :end], self.kv[layer, 1, :, :, :end]  # (B, nh, end, hs)
         # END ASSIGNMENT kv_cache
 
+    def keep_rows(self, keep):
+        """Drop the batch rows where `keep` (B,) bool is False; copies only the filled positions."""
+        L, two, _, nh, max_len, hs = self.kv.shape
+        kv = torch.empty((L, two, int(keep.sum()), nh, max_len, hs), device=self.kv.device, dtype=self.kv.dtype)
+        kv[:, :, :, :, :self.pos] = self.kv[:, :, keep, :, :self.pos]
+        self.kv = kv
+
 # -----------------------------------------------------------------------------
 
 

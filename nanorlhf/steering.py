@@ -67,7 +67,8 @@ def steer(model, layer: int, vector: torch.Tensor, multiplier: float, start=None
 
     start: a column, or one per row (B,): columns >= start are steered, in any forward pass. None: the positions
     a KV-cache generation produces from the prompt on: in the prefill, its last column (whose output picks the
-    first new token), then every decode step; a forward pass without a cache is left alone.
+    first new token), then every decode step; a forward pass without a cache is left alone. A per-row start is
+    for whole forward passes: generate() drops finished rows from its batch, so steer its decoding with None.
     """
     # BEGIN ASSIGNMENT steering
     def add(mod, args, out):                                               # out (B, T, C)

@@ -63,6 +63,24 @@ def test_cache_and_naive_loop_give_identical_tokens(attn, greedy):
     torch.testing.assert_close(fast.logprobs, slow.logprobs, atol=1e-5, rtol=0)
 
 
+def test_finished_rows_leave_the_batch_and_change_nothing():
+    """compact=True drops stopped rows from the decode passes (the batch shrinks) and gives the same tokens, masks
+    and log-probs as decoding every row to the end."""
+    model = tiny_gpt()
+    stop = a_stop_token(model, 0)
+    sizes = []
+    hook = model.transformer.h[0].register_forward_hook(lambda mod, args, out: sizes.append(out.size(0)))
+    fast = generate(model, PROMPTS, 20, stop_token=stop, generator=seeded(0), compact=True)
+    hook.remove()
+    full = generate(model, PROMPTS, 20, stop_token=stop, generator=seeded(0), compact=False)
+    assert sizes[0] == 3 and min(sizes) < 3  # prefill of 3 rows, then decode passes without the stopped row
+    assert full.response_mask[0].sum() < full.response_mask.sum(1).max()  # it did stop first
+    for a, b in ((fast.tokens, full.tokens), (fast.attention_mask, full.attention_mask),
+                 (fast.response_mask, full.response_mask)):
+        assert torch.equal(a, b)
+    torch.testing.assert_close(fast.logprobs, full.logprobs, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_rollout_logprobs_equal_a_fresh_forward_pass(temperature):
     """Logprobs recorded while sampling equal sequence_logprobs of the finished rows (same temperature), 1e-5."""

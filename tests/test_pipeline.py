@@ -9,6 +9,7 @@ import pytest
 import pipeline
 from nanorlhf.config import ConfigError, parse_config
 from nanorlhf.stages import Stages
+from nanorlhf.world import ensure_world
 
 
 def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
@@ -35,6 +36,10 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
         if "lo" in x:
             assert 0 <= x["lo"] <= x["rate"] == x["value"] <= x["hi"] <= 1, f["name"]
     assert found["ppo_vs_sft_big"]["figures"]["samples"] == 4
+    # the pipeline's own flags reach the stages: PPO's lr and the held-out-labeler RM's label count
+    cfg = pipeline.Config()
+    assert json.load(open(os.path.join(out, "ppo_ptx_a", "stage.json")))["config"]["lr"] == cfg.ppo_lr
+    assert json.load(open(os.path.join(out, "rm", "stage.json")))["config"]["heldout_prompts"] == cfg.rm_heldout_prompts
     assert found["small_rlhf_vs_big_gpt"]["figures"]["params_small"]["non_embedding"] > 0
     assert "## Findings" in text and "## What the models say" in text
     lineage = {"dpo_b0.1_a", "dpo_b1.0_a", "rlaif_a", "iterated_a"}
@@ -74,6 +79,26 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     assert 0 <= know["gpt"]["attempt_rate"]["all"] <= 1
     lad = evaluate.main(parse_config(evaluate.Config, common + ["--suite=ladder", "--sizes=a,b", "--seed=1"]))
     assert "sft_a" in lad["table"]
+
+
+def test_world_grows_to_the_label_budget_and_keeps_every_other_set(tmp_path):
+    """world.ensure_world (the pipeline's step 0) builds the scale's world; a label budget past its RM prompts rebuilds it with that many RM
+    prompts (the first ones and every other set unchanged); an unchanged budget builds nothing."""
+    def lines(data, name):
+        return open(os.path.join(data, name)).read().splitlines()
+    data = str(tmp_path / "tiny")
+    assert ensure_world(data, "tiny", 48)            # tiny has 64 RM prompts: no extra needed
+    before = {n: lines(data, n) for n in ("rm_prompts.jsonl", "ppo_prompts.jsonl", "test_prompts.jsonl", "sft.jsonl")}
+    assert len(before["rm_prompts.jsonl"]) == 64 and "rm_extra" not in json.load(open(f"{data}/meta.json"))
+    assert not ensure_world(data, "tiny", 64)
+    assert ensure_world(data, "tiny", 100)
+    assert json.load(open(f"{data}/meta.json"))["rm_extra"] == 36
+    rm = lines(data, "rm_prompts.jsonl")
+    assert len(rm) == 100 and rm[:64] == before["rm_prompts.jsonl"]
+    for name in ("ppo_prompts.jsonl", "test_prompts.jsonl", "sft.jsonl"):
+        assert lines(data, name) == before[name], name
+    assert not ensure_world(data, "tiny", 100)
+    assert ensure_world(data, "tiny", 100, fresh=True)
 
 
 def test_stage_reused_when_only_a_new_flag_at_its_default_differs(tmp_path):

@@ -15,7 +15,7 @@ Files written by `python -m nanorlhf.world --scale=small --seed=0 --out=data/sma
 import json
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nanorlhf.fileio import write_text
 
@@ -116,6 +116,20 @@ def write_world(data, out):
     extra = {"rm_extra": data.scale.rm_extra} if data.scale.rm_extra else {}
     # how to rebuild this world; written last, so a folder without it is an unfinished build
     write_text(os.path.join(out, "meta.json"), json.dumps({"scale": data.scale.name, "seed": data.seed, **extra}))
+
+
+def ensure_world(out: str, scale: str, rm_prompts: int, fresh: bool = False, seed: int = 0) -> bool:
+    """Build the world of `scale` into `out` unless it is there with room for `rm_prompts` RM prompts; the ones
+    past the scale's own come from new training organisations (`rm_extra`), appended so that every other set
+    stays the same. Returns whether it built."""
+    world = replace(get_scale(scale), rm_extra=max(0, rm_prompts - get_scale(scale).rm))
+    meta = os.path.join(out, "meta.json")
+    built = json.load(open(meta)) if os.path.exists(meta) else None
+    if (built is not None and built.get("rm_extra", 0) == world.rm_extra and not fresh
+            and os.path.exists(os.path.join(out, "public_tasks.jsonl"))):
+        return False
+    write_world(build_world(world, seed), out)
+    return True
 
 
 def prompt_from_dict(d):

@@ -1,0 +1,39 @@
+"""The held-out-labeler test's data flow (nanorlhf/comparisons.py heldout_group_eval, InstructGPT §4.1)."""
+import torch
+
+import nanorlhf.reward as reward
+from nanorlhf.comparisons import heldout_group_eval
+from nanorlhf.labelers import Labeler
+from nanorlhf.model import GPT, GPTConfig
+
+
+class FivePools:
+    """A judge whose training pool has 10 labelers, L0..L9; groups(5) puts Li in group i % 5."""
+    def __init__(self):
+        self.pool = type("Pool", (), {})()
+        labelers = [Labeler(f"L{i}", {"attempted": 1.0}, tau=1.0) for i in range(10)]
+        self.pool.groups = lambda n: [labelers[g::n] for g in range(n)]
+
+
+def test_heldout_rm_trains_without_the_held_out_group_and_reads_each_groups_rankings(monkeypatch):
+    """Fold g trains on the comparisons of the other 4 groups only (the first max_prompts of them, in order),
+    scores the held-out group's rankings as 'held-out' and the mean of the other 4 groups' as 'own'."""
+    seen, read = [], []
+    monkeypatch.setattr(reward, "fit_reward_model", lambda rm, tok, cmp, **kw: seen.append([c["id"] for c in cmp]))
+    # accuracy = the group whose rankings were read, / 10: held-out and own are then told apart
+    monkeypatch.setattr(reward, "ranking_accuracy",
+                        lambda rm, tok, val, device, key: read.append(val[0][key]) or val[0][key] / 10)
+    train = [{"id": i, "labeler": f"L{i % 10}"} for i in range(40)]
+    val = [{"group_rankings": [0, 1, 2, 3, 4]}]
+    torch.manual_seed(0)
+    sft = GPT(GPTConfig(vocab_size=32, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    out = heldout_group_eval(sft, None, FivePools(), train, val, folds=2, lr=1e-3, epochs=1, batch_prompts=2,
+                             seed=0, device="cpu", max_prompts=6)
+    # fold 0 holds out L0 and L5 (ids = 0 or 5 mod 10), fold 1 holds out L1 and L6
+    assert seen[0] == [1, 2, 3, 4, 6, 7] and seen[1] == [0, 2, 3, 4, 5, 7]
+    assert read == [0, 1, 2, 3, 4, 1, 0, 2, 3, 4]  # held-out group first, then the 4 training groups
+    assert out["heldout_group_accuracy"] == (0.0 + 0.1) / 2
+    assert abs(out["own_groups_accuracy"] - ((1 + 2 + 3 + 4) / 40 + (0 + 2 + 3 + 4) / 40) / 2) < 1e-12
+    heldout_group_eval(sft, None, FivePools(), train, val, folds=1, lr=1e-3, epochs=1, batch_prompts=2, seed=0,
+                       device="cpu")
+    assert len(seen[2]) == 32  # max_prompts 0: all 4 groups' comparisons
