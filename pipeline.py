@@ -34,10 +34,10 @@ from nanorlhf.evals.context import EvalContext, Section
 from nanorlhf.evals.findings import findings_markdown, run_findings
 from nanorlhf.evals.ladder import ladder_policies, ladder_sections
 from nanorlhf.evals.suites import suite_sections
-from nanorlhf.judge import Judge
-from nanorlhf.model import count_params
 from nanorlhf.fileio import write_text
+from nanorlhf.judge import Judge
 from nanorlhf.lineage import PLANS, pipeline_frontier
+from nanorlhf.model import count_params
 from nanorlhf.report import stage_flops, write_report
 from nanorlhf.stages import Stages
 from nanorlhf.world import ensure_world

@@ -122,7 +122,8 @@ def ensure_world(out: str, scale: str, rm_prompts: int, fresh: bool = False, see
     """Build the world of `scale` into `out` unless it is there with room for `rm_prompts` RM prompts; the ones
     past the scale's own come from new training organisations (`rm_extra`), appended so that every other set
     stays the same. Returns whether it built."""
-    world = replace(get_scale(scale), rm_extra=max(0, rm_prompts - get_scale(scale).rm))
+    own = get_scale(scale)
+    world = replace(own, rm_extra=max(0, rm_prompts - own.rm))
     meta = os.path.join(out, "meta.json")
     built = json.load(open(meta)) if os.path.exists(meta) else None
     if (built is not None and built.get("rm_extra", 0) == world.rm_extra and not fresh
