@@ -4,14 +4,11 @@
     python pipeline.py --preset=tiny      # the whole chain in about 15 s (the tests run it)
     python pipeline.py --preset=paper --device=cuda
 
-Two model sizes at least 10x apart go through every stage (one reward model, from
-the larger SFT model, serves both, as the paper's 6B RM served every policy).
-Each stage is skipped when its checkpoint exists and its config and inputs have
-not changed (out/<run>/<stage>/stage.json holds the key; a flag added later and left
-at its default counts as no change: nanorlhf/stages.py); --fresh=true redoes all.
-Writes out/<run>/report.md with every table and figure. --lineage=true adds DPO,
-RLAIF-hybrid PPO and iterated online RLHF (train_lineage below, by nanorlhf/lineage.py's plan)
-and the frontier section.
+Two sizes at least 10x apart go through every stage; one reward model, from the larger SFT model, serves both
+(as the paper's 6B RM served every policy). A stage whose checkpoint, config and inputs are unchanged is skipped
+(out/<run>/<stage>/stage.json; a flag added later at its default is no change: nanorlhf/stages.py); --fresh=true
+redoes all. Writes out/<run>/report.md. --lineage=true adds DPO, RLAIF-hybrid PPO and iterated online RLHF
+(experiments/iterated.py, by nanorlhf/lineage.py's plan) and the frontier section.
 """
 from __future__ import annotations
 
@@ -23,12 +20,11 @@ from typing import ClassVar
 
 import pretrain
 import train_ppo
-import train_dpo
 import train_rm
 import train_sft
-from experiments import iterated
+from experiments.iterated import train_lineage
 from nanorlhf.cli import run
-from nanorlhf.config import config_dict, parse_config, print_config
+from nanorlhf.config import config_dict, parse_config, per_size, print_config
 from nanorlhf.device import resolve_device
 from nanorlhf.evals.context import EvalContext, Section
 from nanorlhf.evals.findings import findings_markdown, run_findings
@@ -36,7 +32,7 @@ from nanorlhf.evals.ladder import ladder_policies, ladder_sections
 from nanorlhf.evals.suites import suite_sections
 from nanorlhf.fileio import write_text
 from nanorlhf.judge import Judge
-from nanorlhf.lineage import PLANS, pipeline_frontier
+from nanorlhf.lineage import pipeline_frontier
 from nanorlhf.model import count_params
 from nanorlhf.report import stage_flops, write_report
 from nanorlhf.stages import Stages
@@ -62,8 +58,14 @@ class Config:
     dtype: str = "bfloat16"
     """autocast of pretraining, SFT, the RM fit and PPO's scoring and update passes (bfloat16: ~1.5x faster
     on a CPU with AVX512-BF16); sampling stays float32 (nanorlhf/precision.py)"""
-    sft_epochs: int = 6
-    """SFT epochs (paper: 16)"""
+    # DEVIATION: the paper fine-tunes every size alike (16 epochs, dropout 0.2); under dropout at lr 1e-3 the
+    # 0.1M model underfits (validation loss 1.43 against 0.43 without), so the small size has its own recipe
+    sft_epochs: str = "1m:6,100k:16"
+    """SFT epochs per size (paper: 16), as size:value or one value for all (FLAN/T0 takes lr and dropout too)"""
+    sft_lr: str = "1m:1e-3,100k:6e-3"
+    """SFT peak learning rate per size"""
+    sft_dropout: str = "1m:0.2,100k:0"
+    """SFT residual dropout per size (paper: 0.2)"""
     flan_epochs: int = 4
     """epochs of the FLAN/T0 analog: about SFT's token budget (its batches hold ~1.3x SFT's padded tokens)"""
     rm_prompts: int = 4500
@@ -82,8 +84,10 @@ class Config:
     """PPO's learning rate (policy and value model)"""
     ppo_beta: float = 0.1
     """KL penalty coefficient (paper: 0.02; see README for why the toy needs more)"""
-    ptx_coef: float = 1.0
-    """gamma_ptx of PPO-ptx"""
+    # DEVIATION: one gamma_ptx in the paper; the small SFT model has forgotten its pretraining (LM loss 1.3 -> 8.9),
+    # and at gamma 1 the mix pulls it back to the corpus and off the instructions (docs/results.md)
+    ptx_coef: str = "1m:1,100k:0.1"
+    """gamma_ptx of PPO-ptx per size"""
     n_eval: int = 300
     """test prompts in the evaluation"""
     sweeps: bool = False
@@ -102,29 +106,33 @@ class Config:
     """redo every stage even when its checkpoint is up to date"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("sft_epochs", "flan_epochs", "rm_epochs", "rm_lr", "ppo_iterations", "ppo_lr",
+    POSITIVE: ClassVar[tuple] = ("flan_epochs", "rm_epochs", "rm_lr", "ppo_iterations", "ppo_lr",
                                  "ppo_beta", "n_eval")
-    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "rm_heldout_prompts", "ptx_coef")
+    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "rm_heldout_prompts")
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(preset="tiny", sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs=1, flan_epochs=1,
-                     rm_prompts=48, ppo_iterations=2, n_eval=24, suites="none"),
+        "tiny": dict(preset="tiny", sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs="1", flan_epochs=1,
+                     sft_lr="a:1e-3,b:3e-3", sft_dropout="a:0.2,b:0", ptx_coef="a:1,b:0.5", rm_prompts=48,
+                     ppo_iterations=2, n_eval=24, suites="none"),
         "small": dict(),
         "paper": dict(preset="paper", sizes="big:12x768,mid:8x256,small:4x128",
-                      pretrain_steps="big:20000,mid:20000,small:20000", sft_epochs=16, rm_prompts=0,
-                      ppo_iterations=500, n_eval=3000),
+                      pretrain_steps="big:20000,mid:20000,small:20000", sft_epochs="16", sft_lr="1e-3",
+                      sft_dropout="0.2", ptx_coef="1", rm_prompts=0, ppo_iterations=500, n_eval=3000),
     }
 
 
-def parse_sizes(cfg: Config) -> dict[str, dict]:
-    steps = dict(s.split(":") for s in cfg.pretrain_steps.split(","))
+def parse_sizes(cfg: Config) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(pretraining flags, and the SFT and PPO-ptx recipe) per size, largest first, from the per-size flags."""
+    dims = dict(spec.split(":") for spec in cfg.sizes.split(","))
+    steps = per_size(cfg.pretrain_steps, list(dims), "pretrain_steps", int)
     out = {}
-    for spec in cfg.sizes.split(","):
-        name, dims = spec.split(":")
-        n_layer, n_embd = (int(x) for x in dims.split("x"))
-        out[name] = dict(n_layer=n_layer, n_embd=n_embd, n_head=max(1, n_embd // 32), max_steps=int(steps[name]),
+    for name, d in dims.items():
+        n_layer, n_embd = (int(x) for x in d.split("x"))
+        out[name] = dict(n_layer=n_layer, n_embd=n_embd, n_head=max(1, n_embd // 32), max_steps=steps[name],
                          attn=cfg.attn)
-    return out
+    recipe = {k: per_size(getattr(cfg, k), list(dims), k, cast, k in ("sft_epochs", "sft_lr")) for k, cast in
+              (("sft_epochs", int), ("sft_lr", float), ("sft_dropout", float), ("ptx_coef", float))}
+    return out, {name: {k: v[name] for k, v in recipe.items()} for name in dims}
 
 
 def main(cfg: Config) -> dict:
@@ -132,7 +140,7 @@ def main(cfg: Config) -> dict:
     t0 = time.time()
     run, scale = cfg.run or cfg.preset, cfg.preset
     out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
-    sizes = parse_sizes(cfg)
+    sizes, recipe = parse_sizes(cfg)
     names, big, st = list(sizes), list(sizes)[0], Stages(out, cfg.fresh)
 
     # 0. the world, its public-task compilation (FLAN/T0 analog), and RM prompts up to the label budget
@@ -148,11 +156,13 @@ def main(cfg: Config) -> dict:
         st.run(f"base_{s}", pretrain.main, pc, [corpus], f"{out}/base_{s}/ckpt.pt")
     # 2. SFT on demonstrations, and the FLAN/T0 analog on public tasks, per size
     for s in names:
-        for stage, demos, epochs in ((f"sft_{s}", "sft.jsonl", cfg.sft_epochs),
+        r = recipe[s]
+        for stage, demos, epochs in ((f"sft_{s}", "sft.jsonl", r["sft_epochs"]),
                                      (f"flan_{s}", "public_tasks.jsonl", cfg.flan_epochs)):
             sc = parse_config(train_sft.Config, common + [f"--base={out}/base_{s}/ckpt.pt", f"--data_dir={data}",
                                                           f"--demos={demos}", f"--out_dir={out}/{stage}",
-                                                          f"--epochs={epochs}", f"--dtype={cfg.dtype}"])
+                                                          f"--epochs={epochs}", f"--dtype={cfg.dtype}",
+                                                          f"--lr={r['sft_lr']}", f"--dropout={r['sft_dropout']}"])
             st.run(stage, train_sft.main, sc, [f"{out}/base_{s}/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
     # 3. one reward model from the largest SFT model
     rc = parse_config(train_rm.Config, common + [f"--sft={out}/sft_{big}/ckpt.pt", f"--data_dir={data}",
@@ -174,7 +184,7 @@ def main(cfg: Config) -> dict:
 
     for s in names:
         ppo(f"ppo_{s}", s, cfg.ppo_beta, 0.0)
-        ppo(f"ppo_ptx_{s}", s, cfg.ppo_beta, cfg.ptx_coef)
+        ppo(f"ppo_ptx_{s}", s, cfg.ppo_beta, recipe[s]["ptx_coef"])
     # 4b. the sweeps of the alignment-tax section: gamma_ptx up, and beta up instead of ptx
     sweep_runs = {}
     if cfg.sweeps:
@@ -182,7 +192,7 @@ def main(cfg: Config) -> dict:
                                  (f"ppo_ptx4_{big}", cfg.ppo_beta, 4.0)):
             sweep_runs[stage] = (ppo(stage, big, beta, ptx), beta, ptx)
         sweep_runs[f"ppo_{big}"] = (f"{out}/ppo_{big}/ckpt.pt", cfg.ppo_beta, 0.0)
-        sweep_runs[f"ppo_ptx_{big}"] = (f"{out}/ppo_ptx_{big}/ckpt.pt", cfg.ppo_beta, cfg.ptx_coef)
+        sweep_runs[f"ppo_ptx_{big}"] = (f"{out}/ppo_ptx_{big}/ckpt.pt", cfg.ppo_beta, recipe[big]["ptx_coef"])
     # 4c. the lineage after InstructGPT, from the largest SFT model and the RM's comparisons
     if cfg.lineage:
         train_lineage(st, cfg, common, out, data, big)
@@ -209,41 +219,6 @@ def main(cfg: Config) -> dict:
     path = write_report(out, config_dict(cfg), big, st.log, sections, stage_flops(st.log), total)
     print(f"\npipeline done in {total / 60:.1f} min -> {path}")
     return {"report": path, "seconds": total, "sections": sections}
-
-
-def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
-    """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
-    pipeline's own (`st`: Stages; out/<run>/<stage>/stage.json; the plan: nanorlhf/lineage.py):
-
-      dpo_b<beta>_<size>  DPO on the RM's comparisons (no RM, no sampling), one per beta
-      rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO
-      iterated_<size>     the RM's label budget and the PPO iterations split over rounds, each round labeling
-                          the current policy's samples; the same budget up front is the pipeline's ppo_<size>
-    """
-    plan = PLANS[cfg.preset]
-    sft, cmp, val = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/comparisons.jsonl", f"{out}/rm/val_comparisons.jsonl"
-    for beta in plan.dpo_betas:
-        name = f"dpo_b{beta}_{size}"
-        dc = parse_config(train_dpo.Config, common + [f"--sft={sft}", f"--comparisons={cmp}", f"--out_dir={out}/{name}",
-                                                      f"--val_comparisons={val}", f"--beta={beta}",
-                                                      f"--max_steps={plan.dpo_max_steps}"])
-        st.run(name, train_dpo.main, dc, [sft, cmp], f"{out}/{name}/ckpt.pt")
-    rm = st.log["rm"]
-    budget = rm["result"]["report"]["n_train_comparisons"]           # prompts the RM's labelers ranked
-    if cfg.ppo_iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
-        raise ValueError(f"iterated RLHF splits the {cfg.ppo_iterations} PPO iterations over {plan.rounds} rounds: "
-                         f"choose --ppo_iterations divisible by {plan.rounds}")
-    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, dtype and iterations)
-    shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
-              f"--ppo_lr={cfg.ppo_lr}", f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
-    for name, flags, inputs in (
-            (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
-                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={cfg.ppo_iterations}"],
-             [sft, cmp]),
-            (f"iterated_{size}", [f"--rounds={plan.rounds}", f"--prompts_per_round={budget // plan.rounds}",
-                                  f"--ppo_iterations={cfg.ppo_iterations // plan.rounds}"], [sft])):
-        ic = parse_config(iterated.Config, common + shared + flags + [f"--out_dir={out}/{name}"])
-        st.run(name, iterated.main, ic, inputs, f"{out}/{name}/ppo/ckpt.pt")
 
 
 if __name__ == "__main__":

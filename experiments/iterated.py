@@ -23,7 +23,7 @@ Three runs of the lineage are this one loop with different flags:
         --comparisons=out/small/rm/comparisons.jsonl --ppo_iterations=60 --out_dir=out/small/rlaif   # RLAIF hybrid PM
 
 `python pipeline.py --preset=small --lineage=true` runs two of them as stages from its own sft_1m and
-RM (experiments/train_lineage.py): rlaif_1m (600 AI pairs beside the RM's comparisons, the pipeline's PPO
+RM (`train_lineage` below): rlaif_1m (600 AI pairs beside the RM's comparisons, the pipeline's PPO
 iterations) and iterated_1m (3 rounds, each a third of the RM's prompts and of the PPO iterations; the
 same budget up front is the pipeline's ppo_1m), both at the pipeline's beta and the RM's learning rate.
 
@@ -41,15 +41,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 
+import train_dpo
 import train_ppo
 from nanorlhf import feedback
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
 from nanorlhf.comparisons import label, load_comparisons, sample_completions
 from nanorlhf.cli import run
-from nanorlhf.config import config_dict, print_config
+from nanorlhf.config import config_dict, parse_config, print_config
 from nanorlhf.fileio import write_text
 from nanorlhf.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
 from nanorlhf.judge import Judge
+from nanorlhf.lineage import PLANS
 from nanorlhf.model import ScalarHeadModel
 from nanorlhf.ppo import PPOConfig
 from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
@@ -203,6 +205,41 @@ def main(cfg: Config) -> dict:
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     print(f"done: {cfg.rounds} rounds, {human} human + {ai} AI labels, {report['wall_s']:.0f}s -> {res['ckpt']}")
     return {"report": report, "ckpt": res["ckpt"], "policy": policy, "pm": pm}
+
+
+def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
+    """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
+    pipeline's own (`st`: Stages; out/<run>/<stage>/stage.json; the plan: nanorlhf/lineage.py):
+
+      dpo_b<beta>_<size>  DPO on the RM's comparisons (no RM, no sampling), one per beta
+      rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO
+      iterated_<size>     the RM's label budget and the PPO iterations split over rounds, each round labeling
+                          the current policy's samples; the same budget up front is the pipeline's ppo_<size>
+    """
+    plan = PLANS[cfg.preset]
+    sft, cmp, val = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/comparisons.jsonl", f"{out}/rm/val_comparisons.jsonl"
+    for beta in plan.dpo_betas:
+        name = f"dpo_b{beta}_{size}"
+        dc = parse_config(train_dpo.Config, common + [f"--sft={sft}", f"--comparisons={cmp}", f"--out_dir={out}/{name}",
+                                                      f"--val_comparisons={val}", f"--beta={beta}",
+                                                      f"--max_steps={plan.dpo_max_steps}"])
+        st.run(name, train_dpo.main, dc, [sft, cmp], f"{out}/{name}/ckpt.pt")
+    rm = st.log["rm"]
+    budget = rm["result"]["report"]["n_train_comparisons"]           # prompts the RM's labelers ranked
+    if cfg.ppo_iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
+        raise ValueError(f"iterated RLHF splits the {cfg.ppo_iterations} PPO iterations over {plan.rounds} rounds: "
+                         f"choose --ppo_iterations divisible by {plan.rounds}")
+    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, dtype and iterations)
+    shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
+              f"--ppo_lr={cfg.ppo_lr}", f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
+    for name, flags, inputs in (
+            (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
+                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={cfg.ppo_iterations}"],
+             [sft, cmp]),
+            (f"iterated_{size}", [f"--rounds={plan.rounds}", f"--prompts_per_round={budget // plan.rounds}",
+                                  f"--ppo_iterations={cfg.ppo_iterations // plan.rounds}"], [sft])):
+        ic = parse_config(Config, common + shared + flags + [f"--out_dir={out}/{name}"])
+        st.run(name, main, ic, inputs, f"{out}/{name}/ppo/ckpt.pt")
 
 
 if __name__ == "__main__":

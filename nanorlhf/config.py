@@ -253,3 +253,23 @@ def print_config(cfg) -> None:
     print(f"{type(cfg).__name__}:")
     for k, v in config_dict(cfg).items():
         print(f"  {k} = {v!r}")
+
+
+def per_size(spec: str, names: list[str], flag: str, cast=float, positive: bool = True) -> dict:
+    """A per-model-size setting: '1m:6,100k:16' -> {'1m': 6, '100k': 16}; a bare value ('6') holds for every
+    size. Every size in `names` needs a value, each > 0 (>= 0 where not positive); ConfigError names --flag."""
+    items = [p.split(":", 1) for p in spec.split(",") if p]
+    if ":" not in spec:
+        pairs = {n: spec for n in names}
+    else:
+        pairs = dict(i for i in items if len(i) == 2)
+        if len(pairs) != len(items) or sorted(pairs) != sorted(names):
+            raise ConfigError(f"--{flag}={spec}: give one value per size ({', '.join(names)}), as size:value, "
+                              "or one bare value for all")
+    try:
+        out = {n: cast(pairs[n]) for n in names}
+    except ValueError:
+        raise ConfigError(f"--{flag}={spec}: values must be numbers") from None
+    if any(not (math.isfinite(v) and (v > 0 if positive else v >= 0)) for v in out.values()):
+        raise ConfigError(f"--{flag}={spec}: every value must be a finite number {'>' if positive else '>='} 0")
+    return out

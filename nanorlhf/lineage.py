@@ -4,7 +4,7 @@
     python -m nanorlhf.lineage --run_dir=out/small       # measures an existing run folder's frontier again
 
 Beside the pipeline's RM (all best-of-n needs), PPO and PPO-ptx (`out/<run>/rm`, `ppo_<size>`, `ppo_ptx_<size>`),
-pipeline.py's `train_lineage` trains, by the Plan below, from the largest SFT model:
+experiments/iterated.py's `train_lineage` trains, by the Plan below, from the largest SFT model:
 
   dpo_b<beta>_<size>  DPO (train_dpo.py) on the RM's own comparisons, one run per beta
   rlaif_<size>        RLAIF (experiments/iterated.py, one round): the feedback model labels harmlessness pairs,

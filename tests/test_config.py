@@ -5,7 +5,7 @@ from typing import ClassVar
 import pytest
 
 from nanorlhf.config import (ConfigError, config_dict, config_diff, config_hash, default_dict, field_docs,
-                             parse_config, usage)
+                             parse_config, per_size, usage)
 
 
 @dataclass
@@ -97,3 +97,16 @@ def test_a_flag_declared_twice_is_refused():
 
     with pytest.raises(ConfigError, match="--beta is declared twice"):
         parse_config(Clash, [])
+
+
+def test_per_size_values_map_each_size_and_refuse_gaps():
+    """A per-size flag gives each model size its own value (or one bare value to all), and refuses a spec that
+    misses a size, names an unknown one, or holds a value out of range, naming the flag."""
+    assert per_size("1m:6,100k:16", ["1m", "100k"], "sft_epochs", int) == {"1m": 6, "100k": 16}
+    assert per_size("0.2", ["1m", "100k"], "sft_dropout", positive=False) == {"1m": 0.2, "100k": 0.2}
+    assert per_size("1m:1,100k:0", ["1m", "100k"], "ptx_coef", positive=False)["100k"] == 0
+    for spec, kw in (("1m:6", {}), ("1m:6,100k:6,10m:6", {}), ("1m:6,100k:6,7", {}), ("1m:6,100k:x", {}),
+                     ("1m:6,100k:0", {}),
+                     ("1m:1,100k:-1", {"positive": False}), ("nan", {})):
+        with pytest.raises(ConfigError, match="--flag="):
+            per_size(spec, ["1m", "100k"], "flag", **kw)

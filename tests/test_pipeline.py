@@ -40,6 +40,16 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     cfg = pipeline.Config()
     assert json.load(open(os.path.join(out, "ppo_ptx_a", "stage.json")))["config"]["lr"] == cfg.ppo_lr
     assert json.load(open(os.path.join(out, "rm", "stage.json")))["config"]["heldout_prompts"] == cfg.rm_heldout_prompts
+    # each size gets its own SFT recipe and gamma_ptx (the tiny preset gives the two sizes different ones)
+    assert pipeline.parse_sizes(parse_config(pipeline.Config, ["--preset=tiny"]))[1] == {
+        "a": {"sft_epochs": 1, "sft_lr": 1e-3, "sft_dropout": 0.2, "ptx_coef": 1.0},
+        "b": {"sft_epochs": 1, "sft_lr": 3e-3, "sft_dropout": 0.0, "ptx_coef": 0.5}}
+    for size, lr, dropout, ptx in (("a", 1e-3, 0.2, 1.0), ("b", 3e-3, 0.0, 0.5)):
+        sft = json.load(open(os.path.join(out, f"sft_{size}", "stage.json")))["config"]
+        flan = json.load(open(os.path.join(out, f"flan_{size}", "stage.json")))["config"]
+        assert (sft["lr"], sft["dropout"]) == (flan["lr"], flan["dropout"]) == (lr, dropout), size
+        assert json.load(open(os.path.join(out, f"ppo_ptx_{size}", "stage.json")))["config"]["ptx_coef"] == ptx
+        assert json.load(open(os.path.join(out, f"ppo_{size}", "stage.json")))["config"]["ptx_coef"] == 0
     assert found["small_rlhf_vs_big_gpt"]["figures"]["params_small"]["non_embedding"] > 0
     assert "## Findings" in text and "## What the models say" in text
     lineage = {"dpo_b0.1_a", "dpo_b1.0_a", "rlaif_a", "iterated_a"}
