@@ -258,10 +258,10 @@ def print_config(cfg) -> None:
 def per_size(spec: str, names: list[str], flag: str, cast=float, positive: bool = True) -> dict:
     """A per-model-size setting: '1m:6,100k:16' -> {'1m': 6, '100k': 16}; a bare value ('6') holds for every
     size. Every size in `names` needs a value, each > 0 (>= 0 where not positive); ConfigError names --flag."""
-    items = [p.split(":", 1) for p in spec.split(",") if p]
     if ":" not in spec:
         pairs = {n: spec for n in names}
     else:
+        items = [p.split(":", 1) for p in spec.split(",") if p]
         pairs = dict(i for i in items if len(i) == 2)
         if len(pairs) != len(items) or sorted(pairs) != sorted(names):
             raise ConfigError(f"--{flag}={spec}: give one value per size ({', '.join(names)}), as size:value, "
