@@ -17,7 +17,7 @@ import dataclasses
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
@@ -33,7 +33,7 @@ from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, s
 from nanorlhf.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
 from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-from nanorlhf.precision import autocast
+from nanorlhf.precision import autocast, resolve_dtype
 from nanorlhf.tokenizer import Tokenizer
 
 
@@ -62,7 +62,8 @@ class Config:
     attn: str = "manual"
     """attention path: manual (readable) or sdpa (fused)"""
     dtype: str = "float32"
-    """float32, or bfloat16 autocast for the matmuls (faster on CPUs with AVX512-BF16; nanorlhf/precision.py)"""
+    """float32, bfloat16 autocast for the matmuls (faster on CPUs with AVX512-BF16), or auto: bfloat16 only where
+    native (nanorlhf/precision.py)"""
     batch_size: int = 16
     """sequences per step"""
     max_steps: int = 3000
@@ -148,6 +149,7 @@ def val_loss(model, stream, cfg: Config, device: str) -> float:
 def main(cfg: Config) -> dict:
     print_config(cfg)
     device = resolve_device(cfg.device)
+    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
     os.makedirs(cfg.out_dir, exist_ok=True)
 

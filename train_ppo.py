@@ -20,7 +20,7 @@ import dataclasses
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import torch
@@ -34,7 +34,7 @@ from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.optim import clip_grad, make_optimizer
 from nanorlhf.ppo import PPOConfig
-from nanorlhf.precision import autocast, cache_dtype
+from nanorlhf.precision import autocast, cache_dtype, resolve_dtype
 from nanorlhf.device import resolve_device
 from nanorlhf.experience import (PromptSampler, diagnose, length_groups, make_experience, minibatch_loss, ptx_batches,
                                  rollout, show_samples, value_from_rm)
@@ -58,7 +58,8 @@ class Config:
     ptx_batch_size: int = 8
     """pretraining sequences per gradient step when ptx_coef > 0"""
     dtype: str = "float32"
-    """float32, or bfloat16 autocast for scoring and update passes; rollouts stay float32 (nanorlhf/precision.py)"""
+    """float32, bfloat16 autocast, or auto (bfloat16 only where native), for scoring and update passes; rollouts
+    stay float32 (nanorlhf/precision.py)"""
     rollout_cache: str = "float32"
     """the rollouts' KV cache: float32, or bfloat16 where the CPU runs it natively (1.1-1.2x faster decoding in the
     bench, but about 1 s of a 60 s PPO run here, whose short answers keep the cache small: docs/results.md, speed)"""
@@ -101,6 +102,7 @@ def main(cfg: Config) -> dict:
     print_config(cfg)
     hp = cfg.ppo
     device = resolve_device(cfg.device)
+    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
     os.makedirs(cfg.out_dir, exist_ok=True)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 
@@ -41,7 +41,7 @@ from nanorlhf.judge import Judge
 from nanorlhf.metrics import MetricsLog, plot_curves
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.pairs import read_pairs
-from nanorlhf.precision import autocast
+from nanorlhf.precision import autocast, resolve_dtype
 from nanorlhf.rankings import comparisons_to_two_way
 from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
 
@@ -77,7 +77,8 @@ class Config:
     epochs: int = 1
     """passes over the comparisons (paper: 1; more overfits)"""
     dtype: str = "float32"
-    """float32, or bfloat16 autocast for the RM's training and scoring passes (nanorlhf/precision.py)"""
+    """float32, bfloat16 autocast, or auto (bfloat16 only where native), for the RM's training and scoring
+    passes (nanorlhf/precision.py)"""
     heldout_folds: int = 1
     """labeler groups to hold out in turn for the held-out-labeler test (0 = skip, 5 = all)"""
     heldout_prompts: int = 0
@@ -103,6 +104,7 @@ class Config:
 def main(cfg: Config) -> dict:
     print_config(cfg)
     device = resolve_device(cfg.device)
+    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
     sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     if cfg.comparisons and cfg.pairs:

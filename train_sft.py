@@ -19,7 +19,7 @@ import dataclasses
 import math
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
@@ -33,7 +33,7 @@ from nanorlhf.jsonl import DEMO, read_jsonl
 from nanorlhf.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.model import flops_per_token
 from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-from nanorlhf.precision import autocast
+from nanorlhf.precision import autocast, resolve_dtype
 from nanorlhf.schemas import DataError
 from nanorlhf.sft import collate, sft_loss
 from nanorlhf.device import resolve_device
@@ -63,7 +63,7 @@ class Config:
     dropout: float = 0.2
     """residual dropout while fine-tuning (paper: 0.2)"""
     dtype: str = "float32"
-    """float32, or bfloat16 autocast for the matmuls (nanorlhf/precision.py)"""
+    """float32, bfloat16 autocast, or auto (bfloat16 only where native), for the matmuls (nanorlhf/precision.py)"""
     grad_clip: float = 1.0
     """global gradient-norm clip"""
     val_every: int = 20
@@ -141,6 +141,7 @@ def rm_scores_by_epoch(model, tok, cfg: Config, device: str) -> dict[int, float]
 def main(cfg: Config) -> dict:
     print_config(cfg)
     device = resolve_device(cfg.device)
+    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
     os.makedirs(cfg.out_dir, exist_ok=True)
 

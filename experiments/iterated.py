@@ -106,7 +106,7 @@ class Config:
     beta: float = 0.02
     """KL penalty coefficient (paper: 0.02)"""
     ppo_dtype: str = "float32"
-    """float32, or bfloat16 autocast for PPO's scoring and update passes (train_ppo.py --dtype)"""
+    """float32, bfloat16 autocast, or auto (bfloat16 where native) for PPO's scoring and update passes"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
     seed: int = 0
@@ -119,7 +119,7 @@ class Config:
                                  "rm_epochs", "batch_prompts", "ppo_iterations", "ppo_batch_size",
                                  "ppo_minibatch_size", "ppo_lr", "beta")
     NONNEGATIVE: ClassVar[tuple] = ("prompts_per_round", "ai_pairs_per_round")
-    CHOICES: ClassVar[dict] = {"ppo_dtype": ("float32", "bfloat16")}
+    CHOICES: ClassVar[dict] = {"ppo_dtype": ("float32", "bfloat16", "auto")}
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/iterated", rounds=2,

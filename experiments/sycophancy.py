@@ -71,8 +71,8 @@ class Config:
     """PPO iterations (half the pipeline's 60, at train_ppo's default lr: the recipe the study was measured with)"""
     beta: float = 0.1
     """KL penalty (the pipeline's)"""
-    dtype: str = "bfloat16"
-    """float32, bfloat16 (autocast where the CPU has it), as the pipeline"""
+    dtype: str = "auto"
+    """float32, bfloat16 autocast, or auto (bfloat16 where the CPU runs it natively), as the pipeline"""
     preset: str = "small"
     """train_rm.py / train_ppo.py preset for everything else"""
     labeler_seed: int = 0
@@ -86,7 +86,7 @@ class Config:
 
     POSITIVE: ClassVar[tuple] = ("belief_rm", "belief_ppo", "rm_epochs", "rm_lr", "ppo_iterations", "beta")
     NONNEGATIVE: ClassVar[tuple] = ("false_share", "rm_prompts")
-    CHOICES: ClassVar[dict] = {"dtype": ("float32", "bfloat16"), "preset": ("tiny", "small")}
+    CHOICES: ClassVar[dict] = {"dtype": ("float32", "bfloat16", "auto"), "preset": ("tiny", "small")}
     PRESETS: ClassVar[dict] = {
         "tiny": dict(run_dir="out/tiny", data_dir="data/tiny", out_dir="out/tiny/sycophancy", size="a",
                      belief_rm=16, belief_ppo=16, rm_prompts=48, rm_epochs=1, ppo_iterations=2, preset="tiny"),

@@ -40,7 +40,8 @@ class ConfigError(ValueError):
 
 
 # the valid values of flags that several scripts share; a Config adds its own in CHOICES
-COMMON_CHOICES = {"device": ("cpu", "cuda", "auto"), "dtype": ("float32", "bfloat16"), "attn": ("manual", "sdpa")}
+COMMON_CHOICES = {"device": ("cpu", "cuda", "auto"), "dtype": ("float32", "bfloat16", "auto"),
+                  "attn": ("manual", "sdpa")}
 
 
 def own_choices(owner) -> dict[str, tuple]:

@@ -6,8 +6,8 @@ the optimiser state, LayerNorm, softmax, log-softmax and the losses stay in floa
 model runs about 1.5-1.7x faster (docs/results.md, speed: `python -m nanorlhf.bench`).
 Sampling's matmuls lose (a decode step's few rows are bound by overhead, and the casts
 add to it), so they stay float32; only its KV cache may be bfloat16 (`cache_dtype`).
-`fast_bfloat16` detects native bfloat16 rather than assume it; `cpu_name` names the
-processor beside every timing.
+`fast_bfloat16` detects native bfloat16 rather than assume it, and `resolve_dtype` turns
+--dtype=auto into bfloat16 or float32 with it; `cpu_name` names the processor beside every timing.
 
 Example:
     with autocast("bfloat16", "cpu"):
@@ -21,6 +21,19 @@ import contextlib
 import torch
 
 DTYPES = ("float32", "bfloat16")
+
+
+def resolve_dtype(name: str, device: str = "cpu") -> str:
+    """float32 or bfloat16 as asked; "auto" is bfloat16 where it runs natively (fast_bfloat16), float32 elsewhere.
+
+    Without native bfloat16 (a CPU with AVX2 only, say) autocast emulates it: a training step of the 1m model
+    then runs about 7x slower than in float32 (docs/results.md, speed), so "auto" is what the pipeline passes.
+    """
+    if name == "auto":
+        return "bfloat16" if fast_bfloat16(device) else "float32"
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of auto, {', '.join(DTYPES)}, got {name!r}")
+    return name
 
 
 def autocast(dtype: str, device: str = "cpu"):

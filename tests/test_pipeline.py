@@ -8,6 +8,7 @@ import pytest
 
 import pipeline
 from nanorlhf.config import ConfigError, parse_config
+from nanorlhf.precision import resolve_dtype
 from nanorlhf.stages import Stages
 from nanorlhf.world import ensure_world
 
@@ -50,6 +51,11 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
         assert (sft["lr"], sft["dropout"]) == (flan["lr"], flan["dropout"]) == (lr, dropout), size
         assert json.load(open(os.path.join(out, f"ppo_ptx_{size}", "stage.json")))["config"]["ptx_coef"] == ptx
         assert json.load(open(os.path.join(out, f"ppo_{size}", "stage.json")))["config"]["ptx_coef"] == 0
+    # --dtype=auto (the default) reaches every training stage resolved: bfloat16 only where it runs natively
+    want = resolve_dtype("auto")
+    for stage in ("base_a", "sft_b", "flan_a", "rm", "ppo_a", "ppo_ptx_b", "iterated_a"):
+        meta = json.load(open(os.path.join(out, stage, "stage.json")))["config"]
+        assert meta.get("dtype", meta.get("ppo_dtype")) == want, stage
     assert found["small_rlhf_vs_big_gpt"]["figures"]["params_small"]["non_embedding"] > 0
     assert "## Findings" in text and "## What the models say" in text
     lineage = {"dpo_b0.1_a", "dpo_b1.0_a", "rlaif_a", "iterated_a"}

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
 from nanorlhf.generate import generate, sequence_logprobs
-from nanorlhf.precision import autocast, cache_dtype
+from nanorlhf.precision import autocast, cache_dtype, resolve_dtype
 
 CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
 
@@ -85,3 +85,15 @@ def test_cache_dtype_is_bfloat16_only_where_native(monkeypatch):
         monkeypatch.setattr(precision, "fast_bfloat16", lambda device="cpu": native)
         assert cache_dtype("float32") == torch.float32
         assert cache_dtype("bfloat16") == (torch.bfloat16 if native else torch.float32)
+
+
+def test_auto_dtype_is_bfloat16_only_where_native(monkeypatch):
+    """--dtype=auto resolves to bfloat16 only on hardware that runs it natively (emulated, it is ~7x slower than
+    float32); a named dtype passes through and any other name is refused."""
+    import nanorlhf.precision as precision
+    for native in (True, False):
+        monkeypatch.setattr(precision, "fast_bfloat16", lambda device="cpu": native)
+        assert resolve_dtype("auto") == ("bfloat16" if native else "float32")
+        assert (resolve_dtype("float32"), resolve_dtype("bfloat16")) == ("float32", "bfloat16")
+    with pytest.raises(ValueError, match="dtype"):
+        resolve_dtype("float16")

@@ -77,7 +77,9 @@ def test_nan_reward_skips_the_step_and_is_counted(stages, monkeypatch):
 
 
 def test_one_rm_step_changes_every_parameter(stages):
-    """After one RM step on real comparisons every trainable parameter changed and the loss is finite."""
+    """After one RM step on real comparisons every trainable parameter changed and the loss is finite, except the
+    head's bias: the pairwise loss sees only differences of rewards, so no gradient reaches it (beyond rounding,
+    which moves it on some CPUs and not on others) and section 3.5's normalisation sets it after training."""
     from nanorlhf.checkpoint import load_model
     from nanorlhf.comparisons import load_comparisons
     from nanorlhf.model import ScalarHeadModel
@@ -89,7 +91,9 @@ def test_one_rm_step_changes_every_parameter(stages):
     losses = fit_reward_model(rm, tok, cmp, lr=1e-3, epochs=1, batch_prompts=4, seed=0, device="cpu",
                               progress=False)
     assert len(losses) == 1 and losses[0] == losses[0]
-    assert [k for k, v in rm.state_dict().items() if torch.equal(v, before[k])] == []
+    moved = {k: (v - before[k]).abs().max().item() for k, v in rm.state_dict().items()}
+    assert [k for k, d in moved.items() if d == 0 and k != "head.bias"] == []
+    assert moved["head.bias"] < 1e-6 < min(d for k, d in moved.items() if k != "head.bias")  # Adam's lr-sized steps
 
 
 def test_rm_score_is_read_at_the_last_response_token_whatever_the_padding(stages):
