@@ -88,25 +88,34 @@ def score_sequences(rm, tokens, attention_mask, response_mask, bias=0.0, at_last
 # completions as RM inputs, and their scores
 
 
-def encode_texts(tok, prompts: list[str], completions: list[str], block_size: int):
-    """Right-padded (N, T) tokens, attention_mask, response_mask of prompt_i + completion_i + <|endoftext|>."""
+def encode_rows(tok, prompts: list[str], completions: list[str], block_size: int) -> list[tuple[list[int], int]]:
+    """(tokens of prompt_i + completion_i + <|endoftext|>, the completion's token count) for each pair."""
     from nanorlhf.chat import chat_prompt
     encoded = {p: chat_prompt(tok, p) for p in set(prompts)}
-    rows, n_resp = [], []
+    rows = []
     for prompt, c in zip(prompts, completions, strict=True):
         p = encoded[prompt]
         r = (tok.encode(c) + [tok.eot_id])[: max(1, block_size - len(p))]  # truncate long completions
-        rows.append((p + r)[-block_size:])                                  # and, if need be, the prompt's start
-        n_resp.append(len(r))
-    T = max(len(r) for r in rows)
-    tokens = torch.full((len(rows), T), tok.pad_id, dtype=torch.long)
+        rows.append(((p + r)[-block_size:], len(r)))                         # and, if need be, the prompt's start
+    return rows
+
+
+def pad_rows(rows: list[tuple[list[int], int]], pad_id: int):
+    """Right-padded (N, T) tokens, attention_mask, response_mask of encode_rows' rows; T is their longest."""
+    T = max(len(r) for r, _ in rows)
+    tokens = torch.full((len(rows), T), pad_id, dtype=torch.long)
     attention_mask = torch.zeros(len(rows), T, dtype=torch.long)
     response_mask = torch.zeros(len(rows), T, dtype=torch.long)
-    for i, (r, n) in enumerate(zip(rows, n_resp)):
+    for i, (r, n) in enumerate(rows):
         tokens[i, :len(r)] = torch.tensor(r)
         attention_mask[i, :len(r)] = 1
         response_mask[i, len(r) - n:len(r)] = 1
     return tokens, attention_mask, response_mask
+
+
+def encode_texts(tok, prompts: list[str], completions: list[str], block_size: int):
+    """Right-padded (N, T) tokens, attention_mask, response_mask of prompt_i + completion_i + <|endoftext|>."""
+    return pad_rows(encode_rows(tok, prompts, completions, block_size), tok.pad_id)
 
 
 def score_texts(rm, tok, prompts: list[str], texts: list[str], device, bias: float = 0.0,
@@ -114,14 +123,21 @@ def score_texts(rm, tok, prompts: list[str], texts: list[str], device, bias: flo
     """r(x_i, y_i) for (prompt, completion) pairs, `batch` rows per forward pass.  # (N,)
 
     Differentiable (the RM fit calls it); wrap evaluation calls in torch.no_grad(). Batching
-    changes only the speed: each row is right-padded and attends to its own tokens alone.
+    changes only the speed: each row is right-padded and attends to its own tokens alone, so the
+    rows go through the model shortest first (a pass pads to its own longest row) and come back
+    in the callers' order.
     """
+    rows = encode_rows(tok, prompts, texts, rm.cfg.block_size)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
     out = []
-    for i in range(0, len(texts), batch):
-        t, a, r = (x.to(device) for x in encode_texts(tok, prompts[i:i + batch], texts[i:i + batch],
-                                                       rm.cfg.block_size))
+    for i in range(0, len(rows), batch):
+        t, a, r = (x.to(device) for x in pad_rows([rows[j] for j in order[i:i + batch]], tok.pad_id))
         out.append(score_sequences(rm, t, a, r, bias))
-    return torch.cat(out) if out else torch.zeros(0, device=device)
+    if not out:
+        return torch.zeros(0, device=device)
+    back = torch.empty(len(rows), dtype=torch.long)
+    back[torch.tensor(order)] = torch.arange(len(rows))  # back[i]: where row i's score sits in the sorted order
+    return torch.cat(out)[back.to(device)]
 
 
 def comparison_texts(comparisons: list[dict]) -> tuple[list[str], list[str], list[int]]:
@@ -136,11 +152,12 @@ def comparison_texts(comparisons: list[dict]) -> tuple[list[str], list[str], lis
 
 
 def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int, batch_prompts: int,
-                     seed: int, device, log=None, progress: bool = True, one_pass: bool = True) -> list[float]:
+                     seed: int, device, log=None, progress: bool = True, one_pass: bool = True,
+                     chunk: int = 16) -> list[float]:
     """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits).
 
-    one_pass scores all the step's completions (every prompt's K) in one forward pass, longest-first
-    padding shared; False runs one forward per prompt (the plain path; the same loss to float rounding).
+    one_pass scores all the step's completions (every prompt's K) together, in length-sorted forward
+    passes of `chunk` rows; False runs one forward per prompt (the plain path; the same loss to float rounding).
     A non-finite step is skipped and counted; 3 in a row stop the fit (nanorlhf/guard.py).
     """
     from nanorlhf.guard import NonFiniteGuard
@@ -158,7 +175,7 @@ def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int
             batch = [train[i] for i in idx.tolist()]
             if one_pass:
                 prompts, texts, ks = comparison_texts(batch)
-                rewards = list(score_texts(rm, tok, prompts, texts, device, batch=len(texts)).split(ks))  # (K_i,) each
+                rewards = list(score_texts(rm, tok, prompts, texts, device, batch=chunk).split(ks))  # (K_i,) each
             else:
                 rewards = [score_texts(rm, tok, [c["prompt"]] * len(c["completions"]), c["completions"], device)
                            for c in batch]                                                             # (K_i,) each
@@ -193,11 +210,9 @@ def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranki
     """Pairwise accuracy of the RM over all untied pairs of the comparisons (pairs pooled)."""
     right = total = 0
     comparisons = usable(comparisons, key)
-    for i in range(0, len(comparisons), 8):
-        chunk = comparisons[i:i + 8]
-        prompts, texts, ks = comparison_texts(chunk)
-        for c, r in zip(chunk, score_texts(rm, tok, prompts, texts, device, batch=len(texts)).split(ks)):
-            pairs = ranking_to_pairs(c[key])
-            right += sum(int(r[w] > r[l]) for w, l in pairs)
-            total += len(pairs)
+    prompts, texts, ks = comparison_texts(comparisons)
+    for c, r in zip(comparisons, score_texts(rm, tok, prompts, texts, device).split(ks)):  # length-sorted passes
+        pairs = ranking_to_pairs(c[key])
+        right += sum(int(r[w] > r[l]) for w, l in pairs)
+        total += len(pairs)
     return right / max(total, 1)

@@ -98,7 +98,8 @@ def test_length_groups_cover_every_row_once_with_similar_lengths():
 
 
 def test_one_pass_rm_fit_equals_the_per_prompt_fit(stages):
-    """The RM fit with all of a step's completions in one forward pass follows the per-prompt fit's losses."""
+    """The RM fit with a step's completions scored together, in length-sorted passes of 5 rows, follows the
+    per-prompt fit's losses."""
     import copy
     import os
 
@@ -108,7 +109,25 @@ def test_one_pass_rm_fit_equals_the_per_prompt_fit(stages):
     rm0, tok, _ = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
     comps = load_comparisons(os.path.join(stages["out"], "rm", "comparisons.jsonl"))[:12]
     losses = {one_pass: fit_reward_model(copy.deepcopy(rm0), tok, comps, lr=1e-3, epochs=1, batch_prompts=4, seed=0,
-                                         device="cpu", progress=False, one_pass=one_pass)
+                                         device="cpu", progress=False, one_pass=one_pass, chunk=5)
               for one_pass in (True, False)}
     assert len(losses[True]) == 3
     assert torch.allclose(torch.tensor(losses[True]), torch.tensor(losses[False]), atol=1e-5)
+
+
+def test_length_sorted_rm_scores_come_back_in_the_callers_order(stages):
+    """score_texts sorts rows by length into passes of `batch` rows; each score returns to its own row: batches of
+    3 equal one row at a time, and reversing the input reverses the scores."""
+    import os
+
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.reward import score_texts
+    rm, tok, _ = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
+    prompts = ["Who is Pip?", "Name a fox.", "Who is Pip?", "List two animals that live in the wood.", "Hi."]
+    texts = ["Pip is a fox who lives in the old wood by the river.", "No.", "A fox.", "Pip and Bo.", "Hello there."]
+    with torch.no_grad():
+        alone = torch.cat([score_texts(rm, tok, [p], [t], "cpu") for p, t in zip(prompts, texts)])
+        sorted_passes = score_texts(rm, tok, prompts, texts, "cpu", batch=3)
+        backwards = score_texts(rm, tok, prompts[::-1], texts[::-1], "cpu", batch=3)
+    assert alone.unique().numel() == 5  # distinct scores, so a misplaced one shows
+    assert torch.allclose(sorted_passes, alone, atol=1e-5) and torch.allclose(backwards, alone.flip(0), atol=1e-5)
