@@ -66,8 +66,7 @@ def row_noise(B, N, generator=None, row_seeds=None):
 
 def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
     """The sampling distribution's logits (B, V): temperature, then top-k, then top-p (nucleus)."""
-    if temperature != 1.0:  # dividing by 1 changes nothing and costs a pass over (B, V)
-        logits = logits / temperature
+    logits = logits / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

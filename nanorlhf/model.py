@@ -53,7 +53,7 @@ class KVCache:
     def __init__(self, cfg, batch_size, max_len, device=None, dtype=torch.float32):
         hs = cfg.n_embd // cfg.n_head
         shape = (cfg.n_layer, 2, batch_size, cfg.n_head, max_len, hs)
-        self.kv = torch.empty(shape, device=device, dtype=dtype)  # only positions [0, pos) are ever read
+        self.kv = torch.zeros(shape, device=device, dtype=dtype)
         self.pos = 0
 
     def update(self, layer, k, v):
@@ -90,8 +90,7 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, mask, causal_only, kv_cache=None):
-        # mask: (B or 1, 1, T, T_total) bool, True where query t may attend key s; with a KV cache the same as an
-        # additive float mask, 0 where it may and -inf where not (F.scaled_dot_product_attention's two forms)
+        # mask: (B or 1, 1, T, T_total) bool, True where query t may attend key s
         B, T, C = x.size()
         nh, hs = self.cfg.n_head, C // self.cfg.n_head
         q, k, v = self.c_attn(x).split(C, dim=2)                                 # 3 x (B, T, C)
@@ -190,8 +189,6 @@ class Transformer(nn.Module):
             pos = (attention_mask.long().cumsum(1) - 1).clamp(min=0)[:, past:]  # (B, T)
         causal_only = attention_mask is None and kv_cache is None
         mask = attention_mask_4d(attention_mask, past, T, idx.device)
-        if kv_cache is not None:  # the fused kernel adds a float mask: convert it once, not in each layer's call
-            mask = torch.zeros(mask.shape, dtype=kv_cache.kv.dtype, device=idx.device).masked_fill_(~mask, -math.inf)
         x = self.drop(self.wte(idx) + self.wpe(pos))                            # (B, T, C)
         for block in self.h:
             x = block(x, mask, causal_only, kv_cache)
