@@ -141,8 +141,9 @@ def parse_sizes(cfg: Config) -> tuple[dict[str, dict], dict[str, dict]]:
 def main(cfg: Config) -> dict:
     print_config(cfg)
     t0 = time.time()
-    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))  # each stage's key names its dtype
-    print(f"dtype {cfg.dtype} on {cpu_name()} (native bfloat16: {fast_bfloat16(resolve_device(cfg.device))})")
+    device = resolve_device(cfg.device)
+    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # each stage's key names the dtype it ran in
+    print(f"dtype {cfg.dtype} on {cpu_name()} (native bfloat16: {fast_bfloat16(device)})")
     run, scale = cfg.run or cfg.preset, cfg.preset
     out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
     sizes, recipe = parse_sizes(cfg)
@@ -206,7 +207,7 @@ def main(cfg: Config) -> dict:
     t = time.time()
     policies = ladder_policies(out, names)
     ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, policies, rm=f"{out}/rm/ckpt.pt",
-                      device=resolve_device(cfg.device), seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
+                      device=device, seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
     sections = ladder_sections(ctx, params, reference=f"sft_{big}", champion=f"ppo_ptx_{big}")
     sections += suite_sections(ctx, cfg.suites, big)  # the safety and capability suites on the largest size

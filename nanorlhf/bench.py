@@ -38,7 +38,7 @@ from nanorlhf.generate import Rollout, generate
 from nanorlhf.metrics import measure_matmul_peak
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.optim import make_optimizer
-from nanorlhf.precision import autocast, cache_dtype, cpu_name, fast_bfloat16
+from nanorlhf.precision import autocast, cache_dtype, cpu_name, fast_bfloat16, resolve_dtype
 
 
 @dataclass
@@ -248,7 +248,7 @@ def bench_rm(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
 
 def main(b: BenchConfig) -> dict:
     device = resolve_device(b.device)
-    dtype = b.dtype if b.dtype != "auto" else ("bfloat16" if fast_bfloat16(device) else "float32")
+    dtype = resolve_dtype(b.dtype, device)
     cfg = GPTConfig(**{f.name: getattr(b, f.name) for f in dataclasses.fields(GPTConfig) if f.name != "dropout"})
     n = count_params(GPT(cfg))
     cpu = cpu_name()
