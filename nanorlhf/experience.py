@@ -25,6 +25,7 @@ from nanorlhf.chat import chat_prompt
 from nanorlhf.generate import Rollout, generate
 from nanorlhf.jsonl import PROMPT, read_jsonl
 from nanorlhf.ppo import PPOConfig
+from nanorlhf.precision import round_up
 from nanorlhf.reward import score_sequences
 
 
@@ -107,18 +108,19 @@ def rlhf_rewards(score, logprobs, ref_logprobs, response_mask, ended, beta, *, k
 # trimmed passes: only real tokens go through the models (hp.trim_padding; the plain path is the reference)
 
 
-def packing(attention_mask, rows):
+def packing(attention_mask, rows, block_size: int):
     """Where each of `rows`' real tokens lands when packed left-aligned: cols (b, L), valid (b, L) bool.
 
     A rollout row is [left pad | prompt | response | right pad]: its real tokens are contiguous, so
     packed position j of row i is column cols[i, j] = start_i + j. L is the longest row's real length,
     so a group of rows of similar length carries little padding. Positions come from the attention
-    mask (model.py), so a packed row's outputs equal its unpacked ones (to float rounding).
+    mask (model.py), so a packed row's outputs equal its unpacked ones (to float rounding). L is rounded up
+    to precision.SHAPE_MULTIPLE (at most block_size), the extra columns invalid: fewer shapes for bfloat16.
     """
     am = attention_mask[rows].bool()                                        # (b, T)
     start = am.long().argmax(1)                                             # (b,) first real column
     n = am.sum(1)                                                           # (b,) real tokens
-    j = torch.arange(int(n.max()), device=am.device)                        # (L,)
+    j = torch.arange(round_up(int(n.max()), cap=block_size), device=am.device)  # (L,)
     valid = j[None] < n[:, None]                                            # (b, L)
     cols = torch.where(valid, start[:, None] + j[None], 0)                  # (b, L)
     return cols, valid
@@ -138,7 +140,8 @@ def response_logprobs(model, tokens, attention_mask, response_mask, temperature)
     """
     h = model.hidden(tokens, attention_mask)[:, :-1]                       # (B, T-1, C): h[:, t-1] predicts t
     pick = response_mask[:, 1:].bool()                                      # (B, T-1)
-    logits = model.lm_head(h[pick])                                        # (n, V)
+    n = int(pick.sum())  # the rows padded to a multiple of 64 (fewer shapes for bfloat16), dropped after
+    logits = model.lm_head(F.pad(h[pick], (0, 0, 0, round_up(n, multiple=64) - n)))[:n]  # (n, V)
     logp = F.log_softmax(logits.float() / temperature, dim=-1)
     lp = logp.gather(-1, tokens[:, 1:][pick][:, None]).squeeze(-1)          # (n,)
     out = torch.zeros(tokens.shape, dtype=lp.dtype, device=tokens.device)
@@ -202,12 +205,12 @@ def score_passes(policy, ref, rm, value, tokens, am, resp, hp: PPOConfig, rm_bia
     out = {k: torch.zeros(B, T, device=tokens.device) for k in ("logprobs", "ref_logprobs", "values")}
     score = torch.zeros(B, device=tokens.device)
     for rows in torch.argsort(am.sum(1)).split(chunk):                      # similar lengths together
-        cols, valid = packing(am, rows)
+        cols, valid = packing(am, rows, policy.cfg.block_size)
         t, a, r = tokens[rows].gather(1, cols), valid.long(), resp[rows].gather(1, cols) * valid
         out["logprobs"][rows] = unpack(response_logprobs(policy, t, a, r, temp)[0], cols, valid, T)
         out["ref_logprobs"][rows] = unpack(response_logprobs(ref, t, a, r, temp)[0], cols, valid, T)
         out["values"][rows] = unpack(ppo.align_values(value(t, attention_mask=a)), cols, valid, T)
-        cols, valid = packing(rm_in[1], rows)
+        cols, valid = packing(rm_in[1], rows, rm.cfg.block_size)
         t, r = rm_in[0][rows].gather(1, cols), rm_in[2][rows].gather(1, cols) * valid
         score[rows] = score_sequences(rm, t, valid.long(), r, rm_bias)
     policy.train(was)
@@ -241,7 +244,7 @@ def minibatch_loss(policy, value, exp, idx, hp: PPOConfig, ptx):
     """Step 5, one minibatch: clipped policy loss + vf_coef * clipped value loss + ptx_coef * pretraining loss."""
     tokens, am, resp = exp["tokens"][idx], exp["attention_mask"][idx], exp["response_mask"][idx]
     if hp.trim_padding:  # the minibatch's real tokens only, packed left-aligned; the response positions' logits
-        cols, valid = packing(exp["attention_mask"], idx)
+        cols, valid = packing(exp["attention_mask"], idx, policy.cfg.block_size)
         tokens, am, resp = tokens.gather(1, cols), valid.long(), resp.gather(1, cols) * valid      # (b, L)
         old = {k: exp[k][idx].gather(1, cols) for k in ("logprobs", "ref_logprobs", "values", "returns", "advantages")}
         logprobs, logits = response_logprobs(policy, tokens, am, resp, hp.scoring_temperature)   # (b, L)

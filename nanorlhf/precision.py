@@ -21,6 +21,17 @@ import contextlib
 import torch
 
 DTYPES = ("float32", "bfloat16")
+# oneDNN, which runs torch's bfloat16 matmuls on a CPU, compiles a kernel for every new matrix shape (about 6 ms
+# on one core, against about 1 ms to run the 1m model's largest) and keeps the last 1,024: passes whose length
+# moves a token at a time compile again and again. Padding a varying dimension up to a multiple keeps the shapes
+# few (docs/results.md, speed); float32's kernels are not compiled per shape and lose a little to the padding.
+SHAPE_MULTIPLE = 16
+
+
+def round_up(n: int, cap: int | None = None, multiple: int = SHAPE_MULTIPLE) -> int:
+    """n rounded up to a multiple of `multiple`, but never past cap (a model's block_size) unless n is."""
+    m = -(-n // multiple) * multiple
+    return m if cap is None else max(n, min(m, cap))
 
 
 def resolve_dtype(name: str, device: str = "cpu") -> str:

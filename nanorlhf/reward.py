@@ -16,6 +16,7 @@ of untied pairs; with no ties that number is C(K, 2) and the loss is the paper's
 import torch
 import torch.nn.functional as F
 
+from nanorlhf.precision import round_up
 from nanorlhf.rankings import ranking_to_pairs, ranking_to_ranks, ranks_to_pairs, usable
 
 
@@ -100,9 +101,14 @@ def encode_rows(tok, prompts: list[str], completions: list[str], block_size: int
     return rows
 
 
-def pad_rows(rows: list[tuple[list[int], int]], pad_id: int):
-    """Right-padded (N, T) tokens, attention_mask, response_mask of encode_rows' rows; T is their longest."""
+def pad_rows(rows: list[tuple[list[int], int]], pad_id: int, block_size: int | None = None):
+    """Right-padded (N, T) tokens, attention_mask, response_mask of encode_rows' rows.
+
+    T is their longest; given block_size, rounded up to precision.SHAPE_MULTIPLE (at most block_size): fewer
+    distinct shapes for bfloat16's kernels, the padding masked out like any other.
+    """
     T = max(len(r) for r, _ in rows)
+    T = T if block_size is None else round_up(T, cap=block_size)
     tokens = torch.full((len(rows), T), pad_id, dtype=torch.long)
     attention_mask = torch.zeros(len(rows), T, dtype=torch.long)
     response_mask = torch.zeros(len(rows), T, dtype=torch.long)
@@ -124,14 +130,15 @@ def score_texts(rm, tok, prompts: list[str], texts: list[str], device, bias: flo
 
     Differentiable (the RM fit calls it); wrap evaluation calls in torch.no_grad(). Batching
     changes only the speed: each row is right-padded and attends to its own tokens alone, so the
-    rows go through the model shortest first (a pass pads to its own longest row) and come back
+    rows go through the model shortest first (a pass pads to its own longest row, rounded up) and come back
     in the callers' order.
     """
     rows = encode_rows(tok, prompts, texts, rm.cfg.block_size)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
     out = []
     for i in range(0, len(rows), batch):
-        t, a, r = (x.to(device) for x in pad_rows([rows[j] for j in order[i:i + batch]], tok.pad_id))
+        passed = pad_rows([rows[j] for j in order[i:i + batch]], tok.pad_id, rm.cfg.block_size)
+        t, a, r = (x.to(device) for x in passed)
         out.append(score_sequences(rm, t, a, r, bias))
     if not out:
         return torch.zeros(0, device=device)

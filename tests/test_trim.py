@@ -13,6 +13,7 @@ from nanorlhf.experience import (length_groups, make_experience, minibatch_loss,
 from nanorlhf.generate import generate
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
 from nanorlhf.ppo import PPOConfig
+from nanorlhf.precision import SHAPE_MULTIPLE
 
 MC = GPTConfig(vocab_size=17, block_size=32, n_layer=2, n_head=2, n_embd=16)
 STOP, PAD = 16, 0
@@ -34,10 +35,21 @@ def rollout(policy, n=12):
 def test_packing_left_aligns_each_rows_real_tokens():
     """Packed row i holds row i's real tokens from position 0, in order; unpack puts values back in their columns."""
     am = torch.tensor([[0, 0, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0], [0, 1, 1, 0, 0, 0]])
-    cols, valid = packing(am, torch.tensor([0, 2]))
+    cols, valid = packing(am, torch.tensor([0, 2]), block_size=3)  # the cap keeps L at the longest row's 3
     assert cols.tolist() == [[2, 3, 4], [1, 2, 0]] and valid.tolist() == [[True] * 3, [True, True, False]]
     x = torch.arange(1.0, 7.0).view(2, 3)
     assert unpack(x, cols, valid, 6).tolist() == [[0, 0, 1, 2, 3, 0], [0, 4, 5, 0, 0, 0]]
+
+
+def test_packing_rounds_its_width_up_with_the_extra_columns_invalid():
+    """Under a larger block_size L is rounded up to SHAPE_MULTIPLE; the added columns are invalid and unpack drops
+    them, so the packed rows carry the same real tokens."""
+    am = torch.tensor([[0, 0, 1, 1, 1, 0], [0, 1, 1, 0, 0, 0]])
+    cols, valid = packing(am, torch.tensor([0, 1]), block_size=128)
+    assert cols.shape == (2, SHAPE_MULTIPLE) and valid.sum(1).tolist() == [3, 2]
+    assert not valid[:, 3:].any() and (cols[~valid] == 0).all()
+    x = torch.arange(1.0, 2 * SHAPE_MULTIPLE + 1).view(2, -1)
+    assert unpack(x, cols, valid, 6).tolist() == [[0, 0, 1, 2, 3, 0], [0, 17, 18, 0, 0, 0]]
 
 
 def test_response_logprobs_equal_full_logprobs_on_response_positions():
@@ -131,3 +143,17 @@ def test_length_sorted_rm_scores_come_back_in_the_callers_order(stages):
         backwards = score_texts(rm, tok, prompts[::-1], texts[::-1], "cpu", batch=3)
     assert alone.unique().numel() == 5  # distinct scores, so a misplaced one shows
     assert torch.allclose(sorted_passes, alone, atol=1e-5) and torch.allclose(backwards, alone.flip(0), atol=1e-5)
+
+
+def test_rm_passes_padded_to_the_shape_multiple_score_as_unpadded():
+    """pad_rows with block_size rounds a pass's width up to SHAPE_MULTIPLE (never past block_size) with masked
+    columns, and the RM reads the same score at each row's true last token as on the unrounded rows."""
+    from nanorlhf.reward import pad_rows, score_sequences
+    rm = models()[2].eval()
+    rows = [([3, 4, 5, 6, 7], 2), ([3, 4, 5], 1)]
+    exact, rounded = pad_rows(rows, PAD), pad_rows(rows, PAD, block_size=MC.block_size)
+    assert exact[0].shape == (2, 5) and rounded[0].shape == (2, SHAPE_MULTIPLE)
+    assert rounded[1][:, 5:].sum() == 0 and rounded[2][:, 5:].sum() == 0
+    assert pad_rows([([1] * 30, 1)], PAD, block_size=MC.block_size)[0].shape == (1, MC.block_size)  # 30 -> 32, not 32+
+    with torch.no_grad():
+        assert torch.allclose(score_sequences(rm, *exact), score_sequences(rm, *rounded), atol=1e-5)
