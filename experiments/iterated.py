@@ -207,7 +207,7 @@ def main(cfg: Config) -> dict:
     return {"report": report, "ckpt": res["ckpt"], "policy": policy, "pm": pm}
 
 
-def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) -> None:
+def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str, iterations: int) -> None:
     """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
     pipeline's own (`st`: Stages; out/<run>/<stage>/stage.json; the plan: nanorlhf/lineage.py):
 
@@ -215,6 +215,7 @@ def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) ->
       rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO
       iterated_<size>     the RM's label budget and the PPO iterations split over rounds, each round labeling
                           the current policy's samples; the same budget up front is the pipeline's ppo_<size>
+    `iterations` is the pipeline's PPO iterations at `size`, which rlaif and iterated train too.
     """
     plan = PLANS[cfg.preset]
     sft, cmp, val = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/comparisons.jsonl", f"{out}/rm/val_comparisons.jsonl"
@@ -226,18 +227,18 @@ def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str) ->
         st.run(name, train_dpo.main, dc, [sft, cmp], f"{out}/{name}/ckpt.pt")
     rm = st.log["rm"]
     budget = rm["result"]["report"]["n_train_comparisons"]           # prompts the RM's labelers ranked
-    if cfg.ppo_iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
-        raise ValueError(f"iterated RLHF splits the {cfg.ppo_iterations} PPO iterations over {plan.rounds} rounds: "
+    if iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
+        raise ValueError(f"iterated RLHF splits the {iterations} PPO iterations over {plan.rounds} rounds: "
                          f"choose --ppo_iterations divisible by {plan.rounds}")
     # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, dtype and iterations)
     shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
               f"--ppo_lr={cfg.ppo_lr}", f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
     for name, flags, inputs in (
             (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
-                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={cfg.ppo_iterations}"],
+                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={iterations}"],
              [sft, cmp]),
             (f"iterated_{size}", [f"--rounds={plan.rounds}", f"--prompts_per_round={budget // plan.rounds}",
-                                  f"--ppo_iterations={cfg.ppo_iterations // plan.rounds}"], [sft])):
+                                  f"--ppo_iterations={iterations // plan.rounds}"], [sft])):
         ic = parse_config(Config, common + shared + flags + [f"--out_dir={out}/{name}"])
         st.run(name, main, ic, inputs, f"{out}/{name}/ppo/ckpt.pt")
 

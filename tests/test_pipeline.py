@@ -41,16 +41,18 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     cfg = pipeline.Config()
     assert json.load(open(os.path.join(out, "ppo_ptx_a", "stage.json")))["config"]["lr"] == cfg.ppo_lr
     assert json.load(open(os.path.join(out, "rm", "stage.json")))["config"]["heldout_prompts"] == cfg.rm_heldout_prompts
-    # each size gets its own SFT recipe and gamma_ptx (the tiny preset gives the two sizes different ones)
+    # each size gets its own SFT recipe, gamma_ptx and PPO length (the tiny preset gives the sizes different ones)
     assert pipeline.parse_sizes(parse_config(pipeline.Config, ["--preset=tiny"]))[1] == {
-        "a": {"sft_epochs": 1, "sft_lr": 1e-3, "sft_dropout": 0.2, "ptx_coef": 1.0},
-        "b": {"sft_epochs": 1, "sft_lr": 3e-3, "sft_dropout": 0.0, "ptx_coef": 0.5}}
-    for size, lr, dropout, ptx in (("a", 1e-3, 0.2, 1.0), ("b", 3e-3, 0.0, 0.5)):
+        "a": {"sft_epochs": 1, "sft_lr": 1e-3, "sft_dropout": 0.2, "ptx_coef": 1.0, "ppo_iterations": 2},
+        "b": {"sft_epochs": 1, "sft_lr": 3e-3, "sft_dropout": 0.0, "ptx_coef": 0.5, "ppo_iterations": 1}}
+    for size, lr, dropout, ptx, its in (("a", 1e-3, 0.2, 1.0, 2), ("b", 3e-3, 0.0, 0.5, 1)):
         sft = json.load(open(os.path.join(out, f"sft_{size}", "stage.json")))["config"]
         flan = json.load(open(os.path.join(out, f"flan_{size}", "stage.json")))["config"]
         assert (sft["lr"], sft["dropout"]) == (flan["lr"], flan["dropout"]) == (lr, dropout), size
         assert json.load(open(os.path.join(out, f"ppo_ptx_{size}", "stage.json")))["config"]["ptx_coef"] == ptx
         assert json.load(open(os.path.join(out, f"ppo_{size}", "stage.json")))["config"]["ptx_coef"] == 0
+        for stage in (f"ppo_{size}", f"ppo_ptx_{size}"):
+            assert json.load(open(os.path.join(out, stage, "stage.json")))["config"]["iterations"] == its, stage
     # --dtype=auto (the default) reaches every training stage resolved: bfloat16 only where it runs natively
     want = resolve_dtype("auto")
     for stage in ("base_a", "sft_b", "flan_a", "rm", "ppo_a", "ppo_ptx_b", "iterated_a"):
