@@ -112,8 +112,8 @@ def packing(attention_mask, rows, block_size: int):
     """Where each of `rows`' real tokens lands when packed left-aligned: cols (b, L), valid (b, L) bool.
 
     A rollout row is [left pad | prompt | response | right pad]: its real tokens are contiguous, so
-    packed position j of row i is column cols[i, j] = start_i + j. L is the longest row's real length,
-    so a group of rows of similar length carries little padding. Positions come from the attention
+    packed position j of row i is column cols[i, j] = start_i + j. L is the longest row's real length
+    (rounded up, below), so a group of rows of similar length carries little padding. Positions come from the attention
     mask (model.py), so a packed row's outputs equal its unpacked ones (to float rounding). L is rounded up
     to precision.SHAPE_MULTIPLE (at most block_size), the extra columns invalid: fewer shapes for bfloat16.
     """
