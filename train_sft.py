@@ -190,7 +190,7 @@ def main(cfg: Config) -> dict:
                 continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/guard.py)
             opt.step()
             step += 1
-            tokens += x.numel()
+            tokens += int(am.sum())  # real tokens: the padding is not counted as work
             if step % 10 == 0:
                 log.write(step, **{"train/loss": loss.item()})
         epoch += 1

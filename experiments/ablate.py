@@ -76,7 +76,7 @@ class Config:
     out_dir: str = "out/small/ablate"
     """where each row's run folder, the table and the figure go"""
     iterations: int = 40
-    """PPO iterations per row (docs/details.md's table was measured at 40; the pipeline runs 30, measured alike)"""
+    """PPO iterations per row (docs/details.md's table was measured at 40; the pipeline runs 120 at 1m)"""
     beta: float = 0.1
     """KL coefficient of every row (the pipeline's)"""
     sft_epochs: int = 6
