@@ -142,8 +142,9 @@ def main(cfg: Config) -> dict:
         demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
         bias = demo_bias(rm, tok, demos, device)
 
-        # 5. report: accuracy on held-out comparisons beside the labelers' agreement (the ceiling)
-        report = {"val_accuracy": ranking_accuracy(rm, tok, val_cmp, device),
+        # 5. report: accuracy on held-out comparisons beside the labelers' agreement (the ceiling), both over
+        # every ranking of the validation completions (several labelers each), pairs pooled
+        report = {"val_accuracy": ranking_accuracy(rm, tok, val_cmp, device, every=True),
                   "labeler_agreement": labeler_agreement(val_cmp),
                   "n_train_comparisons": len(train_cmp), "n_val_comparisons": len(val_cmp)}
         print(f"RM validation pairwise accuracy {report['val_accuracy']:.3f} "

@@ -76,8 +76,8 @@ def ranking_to_pairs(ranking: list[list[int]]) -> list[tuple[int, int]]:
     return ranks_to_pairs(ranking_to_ranks(ranking))
 
 
-def pair_agreement(a: list[list[int]], b: list[list[int]]) -> float:
-    """Fraction of pairs untied in both rankings that the two order the same way (nan if none)."""
+def pair_counts(a: list[list[int]], b: list[list[int]]) -> tuple[int, int]:
+    """(pairs the two rankings order the same way, pairs untied in both)."""
     ra, rb = ranking_to_ranks(a), ranking_to_ranks(b)
     same = total = 0
     for i in range(len(ra)):
@@ -86,11 +86,23 @@ def pair_agreement(a: list[list[int]], b: list[list[int]]) -> float:
             if da and db:
                 total += 1
                 same += (da > 0) == (db > 0)
+    return same, total
+
+
+def pair_agreement(a: list[list[int]], b: list[list[int]]) -> float:
+    """Fraction of pairs untied in both rankings that the two order the same way (nan if none)."""
+    same, total = pair_counts(a, b)
     return same / total if total else float("nan")
 
 
 # -----------------------------------------------------------------------------
 # comparisons (rows of comparisons.jsonl) as pairs
+
+
+def every_ranking(c: dict) -> list[list[list[int]]]:
+    """All rankings a comparison row carries of its completions: its labeler's, then (validation rows) a second
+    labeler's and one per labeler group's."""
+    return [c["ranking"]] + ([c["second_ranking"]] if "second_ranking" in c else []) + c.get("group_rankings", [])
 
 
 def usable(comparisons: list[dict], key: str = "ranking") -> list[dict]:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from nanorlhf.precision import round_up
-from nanorlhf.rankings import ranking_to_pairs, ranking_to_ranks, ranks_to_pairs, usable
+from nanorlhf.rankings import every_ranking, ranking_to_pairs, ranking_to_ranks, ranks_to_pairs, usable
 
 
 def untied_pairs(ranks, device=None):
@@ -213,13 +213,19 @@ def demo_bias(rm, tok, demos: list[dict], device) -> float:
 
 
 @torch.no_grad()
-def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranking") -> float:
-    """Pairwise accuracy of the RM over all untied pairs of the comparisons (pairs pooled)."""
+def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranking", every: bool = False) -> float:
+    """Pairwise accuracy of the RM over all untied pairs of the comparisons (pairs pooled).
+
+    key: the ranking to score against; every: against every ranking a row carries instead (rankings.every_ranking:
+    on validation rows its labeler's, a second labeler's and each group's), scored once, for a tighter figure.
+    """
     right = total = 0
-    comparisons = usable(comparisons, key)
+    rankings = every_ranking if every else (lambda c: [c[key]])
+    comparisons = [c for c in comparisons if any(ranking_to_pairs(r) for r in rankings(c))]
     prompts, texts, ks = comparison_texts(comparisons)
     for c, r in zip(comparisons, score_texts(rm, tok, prompts, texts, device).split(ks)):  # length-sorted passes
-        pairs = ranking_to_pairs(c[key])
-        right += sum(int(r[w] > r[l]) for w, l in pairs)
-        total += len(pairs)
+        for ranking in rankings(c):
+            pairs = ranking_to_pairs(ranking)
+            right += sum(int(r[w] > r[l]) for w, l in pairs)
+            total += len(pairs)
     return right / max(total, 1)

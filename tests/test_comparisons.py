@@ -1,8 +1,9 @@
-"""The held-out-labeler test's data flow (nanorlhf/comparisons.py heldout_group_eval, InstructGPT §4.1)."""
+"""The held-out-labeler test's data flow (nanorlhf/comparisons.py heldout_group_eval, InstructGPT §4.1), and the
+agreement ceiling and RM accuracy over every ranking of the validation completions."""
 import torch
 
 import nanorlhf.reward as reward
-from nanorlhf.comparisons import heldout_group_eval
+from nanorlhf.comparisons import heldout_group_eval, labeler_agreement
 from nanorlhf.labelers import Labeler
 from nanorlhf.model import GPT, GPTConfig
 
@@ -37,3 +38,24 @@ def test_heldout_rm_trains_without_the_held_out_group_and_reads_each_groups_rank
     heldout_group_eval(sft, None, FivePools(), train, val, folds=1, lr=1e-3, epochs=1, batch_prompts=2, seed=0,
                        device="cpu")
     assert len(seen[2]) == 32  # max_prompts 0: all 4 groups' comparisons
+
+
+def test_agreement_ceiling_pools_only_pairs_of_rankings_by_two_different_labelers():
+    """The ceiling pools (labeler, second labeler) and each two group rankings; the row's own labeler against a
+    group's is left out (that group may hold the same labeler). Pairs pooled: a K = 3 row weighs 3 pairs."""
+    up, down = [[0], [1], [2]], [[2], [1], [0]]
+    row = {"ranking": up, "second_ranking": up, "group_rankings": [down, down, up]}
+    # pairs: (ranking, second) 3 of 3 alike; groups (0,1) 3 of 3, (0,2) 0 of 3, (1,2) 0 of 3; ranking vs groups skipped
+    assert labeler_agreement([row]) == 6 / 12
+    tied = {"ranking": [[0, 1], [2]], "second_ranking": up, "group_rankings": []}   # the tied pair is not counted
+    assert labeler_agreement([row, tied]) == (6 + 2) / (12 + 2)
+
+
+def test_rm_accuracy_over_every_ranking_scores_each_rows_pairs_under_each_of_its_rankings(monkeypatch):
+    """every=True: a row's pairs are counted under its labeler's, the second labeler's and each group's ranking,
+    from one scoring of its completions; the default reads the labeler's ranking alone."""
+    monkeypatch.setattr(reward, "score_texts", lambda rm, tok, prompts, texts, device: torch.tensor([3.0, 2.0, 1.0]))
+    row = {"prompt": "p", "completions": ["a", "b", "c"], "ranking": [[0], [1], [2]],
+           "second_ranking": [[2], [1], [0]], "group_rankings": [[[0], [1, 2]]]}
+    assert reward.ranking_accuracy(None, None, [row], "cpu") == 1.0
+    assert reward.ranking_accuracy(None, None, [row], "cpu", every=True) == (3 + 0 + 2) / (3 + 3 + 2)

@@ -53,6 +53,17 @@ def test_scalar_head_returns_float32_under_autocast():
         assert rm(torch.randint(0, 64, (2, 8))).dtype == torch.float32
 
 
+def test_scalar_head_is_computed_in_float32_under_autocast():
+    """The head itself runs in float32 on the bfloat16 trunk's output: a bfloat16 head would round every reward to
+    8 bits of mantissa, and close completions would tie (scored as wrong by the RM's accuracy)."""
+    torch.manual_seed(0)
+    rm, x = ScalarHeadModel(CFG).eval(), torch.randint(0, 64, (4, 8))
+    with torch.no_grad(), autocast("bfloat16"):
+        h, r = rm.transformer(x), rm(x)
+    assert torch.equal(r, F.linear(h.float(), rm.head.weight, rm.head.bias).squeeze(-1))
+    assert not torch.equal(r, r.bfloat16().float())   # not all on the bfloat16 grid
+
+
 def test_unknown_dtype_is_refused():
     """A typo in --dtype fails loudly instead of silently running float32."""
     with pytest.raises(ValueError, match="bfloat16"):
