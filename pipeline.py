@@ -23,6 +23,7 @@ import train_ppo
 import train_rm
 import train_sft
 from experiments.iterated import train_lineage
+from nanorlhf.bench import speed_probe
 from nanorlhf.cli import run
 from nanorlhf.config import config_dict, parse_config, per_size, print_config
 from nanorlhf.device import resolve_device
@@ -148,6 +149,8 @@ def main(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # each stage's key names the dtype it ran in
     print(f"dtype {cfg.dtype} on {cpu_name()} (native bfloat16: {fast_bfloat16(device)})")
+    probe = [speed_probe(device, cfg.dtype)]  # and again at the end: how fast this machine ran today
+    print(f"speed probe: a 1m-shape training step at {probe[0]:,.0f} tokens/s")
     run, scale = cfg.run or cfg.preset, cfg.preset
     out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
     sizes, recipe = parse_sizes(cfg)
@@ -223,7 +226,12 @@ def main(cfg: Config) -> dict:
     st.log["evaluate"] = {"seconds": time.time() - t}
     total = time.time() - t0
     truth = next((s.data for s in sections if s.title.startswith("Truthfulness")), None)
-    found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"], truth, total / 60)
+    probe.append(speed_probe(device, cfg.dtype))
+    machine = {"cpu": cpu_name(), "dtype": cfg.dtype, "probe_tokens_per_s_start": probe[0],
+               "probe_tokens_per_s_end": probe[1]}
+    print(f"speed probe: {probe[0]:,.0f} tokens/s at the start, {probe[1]:,.0f} at the end")
+    found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"], truth, total / 60,
+                         machine)
     write_text(os.path.join(out, "findings.json"), json.dumps(found, indent=1))
     sections.insert(0, Section("Findings", "\n".join(findings_markdown(found)), [], {}))
     path = write_report(out, config_dict(cfg), big, st.log, sections, stage_flops(st.log), total)

@@ -200,3 +200,15 @@ def test_bench_runs_on_tiny(tmp_path):
             "rm_speedup_vs_plain", "train_tokens_per_s", "train_mfu")
     assert json.loads(path.read_text()).keys() >= set(keys) | {"dtype", "cpu"}
     assert all(out[k] > 0 and out[k] == out[k] for k in keys) and out["dtype"] in ("float32", "bfloat16")
+
+
+def test_speed_probe_measures_without_moving_the_run_s_random_stream():
+    """The pipeline's speed probe (a 1m-shape training step) gives a positive tokens/s and leaves torch's global
+    RNG where it was: a run with the probe draws the same samples as one without."""
+    from nanorlhf.bench import speed_probe
+    torch.manual_seed(5)
+    want = torch.rand(3)
+    torch.manual_seed(5)
+    tokens_per_s = speed_probe("cpu", "float32")
+    assert torch.equal(torch.rand(3), want)
+    assert tokens_per_s > 0

@@ -37,6 +37,9 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
         if "lo" in x:
             assert 0 <= x["lo"] <= x["rate"] == x["value"] <= x["hi"] <= 1, f["name"]
     assert found["ppo_vs_sft_big"]["figures"]["samples"] == 4
+    # the run's minutes come with the CPU and the speed probe at the start and the end (VMs of one type drift)
+    machine = found["minutes"]["figures"]
+    assert machine["cpu"] and machine["probe_tokens_per_s_start"] > 0 and machine["probe_tokens_per_s_end"] > 0
     # the pipeline's own flags reach the stages: PPO's lr and the held-out-labeler RM's label count
     cfg = pipeline.Config()
     assert json.load(open(os.path.join(out, "ppo_ptx_a", "stage.json")))["config"]["lr"] == cfg.ppo_lr

@@ -97,8 +97,10 @@ def ladder_findings(table: dict, paired: dict, sizes: list[str], params: dict[st
     return out
 
 
-def run_findings(ladder: list[dict], rm_report: dict, truth: dict | None, minutes: float) -> list[dict]:
-    """Every finding of a pipeline run: the ladder's, the RM's, truthfulness, and the run's wall-clock."""
+def run_findings(ladder: list[dict], rm_report: dict, truth: dict | None, minutes: float,
+                 machine: dict | None = None) -> list[dict]:
+    """Every finding of a pipeline run: the ladder's, the RM's, truthfulness, and the run's wall-clock
+    (with `machine`: the CPU and the speed probe's figures beside it)."""
     ratio = rm_report["val_accuracy"] / rm_report["labeler_agreement"]
     agree = rm_report["labeler_agreement"]
     mean, tol = PAPER_AGREEMENT
@@ -118,7 +120,7 @@ def run_findings(ladder: list[dict], rm_report: dict, truth: dict | None, minute
                             "ratio": a / b if b else None, "n": n},
                            "ppo_ptx truthful and informative more often than GPT prompted (paper: about twice as "
                            "often as GPT-3 with the QA prompt)"))
-    out.append(finding("minutes", "measured", {"value": minutes}, "the run's wall-clock"))
+    out.append(finding("minutes", "measured", {"value": minutes, **(machine or {})}, "the run's wall-clock"))
     return out
 
 
