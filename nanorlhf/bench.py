@@ -130,8 +130,8 @@ def bench_train(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict
 def speed_probe(device: str, dtype: str) -> float:
     """Training tokens/s of the 1m shape (BenchConfig's defaults) under dtype: a yardstick of this machine now.
 
-    VMs of one type and CPU name run the same pipeline 2x apart (docs/results.md, speed), so a run's minutes
-    mean little without it. About a second; its own RNG (the run's random stream does not move).
+    VMs of one type and CPU name run the same pipeline 2x apart (docs/results.md, this release's runs), so a
+    run's minutes mean little without it. About a second; its own RNG (the run's random stream does not move).
     """
     b = BenchConfig(reps=3)
     cfg = GPTConfig(**{f.name: getattr(b, f.name) for f in dataclasses.fields(GPTConfig) if f.name != "dropout"})
