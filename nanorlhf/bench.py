@@ -127,6 +127,11 @@ def bench_train(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict
             "flops_per_s": tokens * flops_per_token(cfg, b.train_len) / fast}
 
 
+def model_config(b: BenchConfig) -> GPTConfig:
+    """The benched model's shape, from the bench's flags (no dropout: the fast paths are timed as they run)."""
+    return GPTConfig(**{f.name: getattr(b, f.name) for f in dataclasses.fields(GPTConfig) if f.name != "dropout"})
+
+
 def speed_probe(device: str, dtype: str) -> float:
     """Training tokens/s of the 1m shape (BenchConfig's defaults) under dtype: a yardstick of this machine now.
 
@@ -134,7 +139,7 @@ def speed_probe(device: str, dtype: str) -> float:
     run's minutes mean little without it. About a second; its own RNG (the run's random stream does not move).
     """
     b = BenchConfig(reps=3)
-    cfg = GPTConfig(**{f.name: getattr(b, f.name) for f in dataclasses.fields(GPTConfig) if f.name != "dropout"})
+    cfg = model_config(b)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return bench_train(cfg, b, dtype, device)["tokens_per_s"]
@@ -262,7 +267,7 @@ def bench_rm(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
 def main(b: BenchConfig) -> dict:
     device = resolve_device(b.device)
     dtype = resolve_dtype(b.dtype, device)
-    cfg = GPTConfig(**{f.name: getattr(b, f.name) for f in dataclasses.fields(GPTConfig) if f.name != "dropout"})
+    cfg = model_config(b)
     n = count_params(GPT(cfg))
     cpu = cpu_name()
     print(f"model: {n['total'] / 1e6:.2f}M params, attn={cfg.attn}, device={device} ({cpu}), "
