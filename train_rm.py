@@ -13,6 +13,8 @@
     python train_rm.py --preset=tiny
     python train_rm.py --preset=small
     python train_rm.py --preset=small --comparisons=out/small/rm/comparisons.jsonl   # reuse labels
+    python train_rm.py --preset=small --heldout_only=true --comparisons=out/small/rm/comparisons.jsonl \
+        --out_dir=out/small/rm_heldout                                        # step 5's held-out test alone
 
     # a larger label budget: 9,000 RM prompts (the world's other sets unchanged), two epochs
     python -m nanorlhf.world --scale=small --rm_extra=7500 --out=data/small_rm9k
@@ -83,6 +85,9 @@ class Config:
     """labeler groups to hold out in turn for the held-out-labeler test (0 = skip, 5 = all)"""
     heldout_prompts: int = 0
     """ranked prompts the held-out-labeler RM trains on, the first of the 4 groups' (0 = all of them)"""
+    heldout_only: bool = False
+    """run only the held-out-labeler test, on --comparisons and the val_comparisons.jsonl beside them (an
+    earlier run's; pipeline.py runs it as a stage of its own, beside PPO), writing out_dir/heldout.json"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
     seed: int = 0
@@ -109,6 +114,8 @@ def main(cfg: Config) -> dict:
     sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     if cfg.comparisons and cfg.pairs:
         raise UsageError("give --comparisons or --pairs, not both")
+    if cfg.heldout_only:
+        return heldout_only(cfg, sft, tok, device)
     # a bad file fails before any work
     given = load_comparisons(cfg.comparisons) if cfg.comparisons else read_pairs(cfg.pairs) if cfg.pairs else None
     os.makedirs(cfg.out_dir, exist_ok=True)
@@ -165,6 +172,23 @@ def main(cfg: Config) -> dict:
     flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if given is not None else 1 / 3) + cfg.epochs)
     print(f"done: bias {bias:+.3f} -> {ckpt}")
     return {"report": report, "ckpt": ckpt, "rm": rm, "bias": bias, "flops": flops}
+
+
+def heldout_only(cfg: Config, sft, tok, device) -> dict:
+    """The held-out-labeler test alone, on an earlier run's comparisons (train and validation)."""
+    if not cfg.comparisons or cfg.heldout_folds == 0:
+        raise UsageError("--heldout_only=true needs --comparisons (an RM run's comparisons.jsonl) "
+                         "and --heldout_folds > 0")
+    train_cmp = load_comparisons(cfg.comparisons)
+    val_cmp = load_comparisons(os.path.join(os.path.dirname(cfg.comparisons), "val_comparisons.jsonl"))
+    judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
+    with autocast(cfg.dtype, device):
+        heldout = heldout_group_eval(sft, tok, judge, train_cmp, val_cmp, cfg.heldout_folds, lr=cfg.lr,
+                                     epochs=cfg.epochs, batch_prompts=cfg.batch_prompts, seed=cfg.seed,
+                                     device=device, max_prompts=cfg.heldout_prompts)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    write_text(os.path.join(cfg.out_dir, "heldout.json"), json.dumps(heldout, indent=1))
+    return {"heldout": heldout}
 
 
 if __name__ == "__main__":

@@ -174,7 +174,9 @@ def heldout_group_eval(sft, tok, judge: Judge, train_cmp: list[dict], val_cmp: l
     for g in range(folds):
         subset = [c for c in train_cmp if c["labeler"] not in groups[g]]
         subset = subset[:max_prompts] if max_prompts > 0 else subset
-        rm = ScalarHeadModel.from_gpt(sft).to(device)
+        with torch.random.fork_rng(devices=[]):  # the head's init from the seed alone: the same figures whether
+            torch.manual_seed(seed + g)          # the RM stage runs the test or a stage of its own does
+            rm = ScalarHeadModel.from_gpt(sft).to(device)
         print(f"held-out-labeler fold {g + 1}/{folds}: training on {len(subset)} comparisons")
         fit_reward_model(rm, tok, subset, lr=lr, epochs=epochs, batch_prompts=batch_prompts, seed=seed,
                          device=device, progress=False)

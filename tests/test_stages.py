@@ -1,5 +1,6 @@
 """Smoke tests of the three stages on the tiny world: each script's main() runs end to end for a few
 steps, and the training identities (non-finite steps, lr 0, K-way loss) hold on real models."""
+import json
 import os
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 
 import train_ppo
 import train_rm
+from nanorlhf.cli import UsageError
 from nanorlhf.config import parse_config
 
 
@@ -135,3 +137,17 @@ def test_value_starts_as_the_rm_on_the_reward_scale(stages):
         at_last = value(t, attention_mask=a).gather(1, last_token_index(r)[:, None]).squeeze(1)
         assert torch.allclose(at_last, score_sequences(rm, t, a, r, bias), atol=1e-5)
     assert bias != 0.0 and not torch.equal(value.head.bias, rm.head.bias)   # rm itself is left as it was
+
+
+def test_heldout_only_gives_the_rm_stage_s_own_held_out_labeler_figures(stages, tmp_path):
+    """train_rm --heldout_only (the pipeline's rm_heldout stage, run beside PPO) on an RM run's comparisons
+    gives the held-out-labeler figures that run computed itself, and writes them to heldout.json; without
+    --comparisons it refuses before any training."""
+    flags = ["--preset=tiny", f"--sft={stages['out']}/sft/ckpt.pt", f"--data_dir={stages['data']}",
+             f"--out_dir={tmp_path}/heldout", "--heldout_only=true"]
+    with pytest.raises(UsageError, match="comparisons"):
+        train_rm.main(parse_config(train_rm.Config, flags))
+    res = train_rm.main(parse_config(train_rm.Config, flags + [f"--comparisons={stages['out']}/rm/comparisons.jsonl"]))
+    assert res["heldout"] == stages["rm"]["report"]["heldout"]
+    with open(os.path.join(tmp_path, "heldout", "heldout.json")) as f:
+        assert json.load(f) == res["heldout"]
