@@ -5,10 +5,10 @@
     python pipeline.py --preset=paper --device=cuda
 
 Two sizes at least 10x apart go through every stage; one reward model, from the larger SFT model, serves both
-(as the paper's 6B RM served every policy). A stage whose checkpoint, config and inputs are unchanged is skipped
-(out/<run>/<stage>/stage.json; a flag added later at its default is no change: nanorlhf/stages.py); --fresh=true
-redoes all. Writes out/<run>/report.md. --lineage=true adds DPO, RLAIF-hybrid PPO and iterated online RLHF
-(experiments/iterated.py, by nanorlhf/lineage.py's plan) and the frontier section.
+(as the paper's 6B RM served every policy). On a CPU the stages after the RM, then the evaluation's two halves,
+run in two processes side by side (--lanes; nanorlhf/lanes.py). A stage whose checkpoint, config and inputs are
+unchanged is skipped (nanorlhf/stages.py; --fresh=true redoes all). Writes out/<run>/report.md. --lineage=true
+adds DPO, RLAIF-hybrid PPO and iterated online RLHF (nanorlhf/lineage.py) and the frontier section.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import ClassVar
 
 import pretrain
@@ -33,6 +34,7 @@ from nanorlhf.evals.ladder import ladder_policies, ladder_sections
 from nanorlhf.evals.suites import suite_sections
 from nanorlhf.fileio import write_text
 from nanorlhf.judge import Judge
+from nanorlhf.lanes import run_lanes, side_by_side
 from nanorlhf.lineage import pipeline_frontier
 from nanorlhf.model import count_params
 from nanorlhf.precision import cpu_name, fast_bfloat16, resolve_dtype
@@ -58,9 +60,8 @@ class Config:
     attn: str = "manual"
     """attention of every model: manual, or sdpa (fused, tested equal; slower than manual under bfloat16 here)"""
     dtype: str = "auto"
-    """autocast of pretraining, SFT, the RM fit and PPO's scoring and update passes: auto is bfloat16 where it
-    runs natively (~1.5x faster on a CPU with AVX512-BF16), float32 elsewhere (emulated bfloat16 is ~7x slower);
-    sampling stays float32 (nanorlhf/precision.py)"""
+    """autocast of pretraining, SFT, the RM fit and PPO's scoring and update passes: auto is bfloat16 where native
+    (~1.5x faster with AVX512-BF16), float32 elsewhere (emulated: ~7x slower); sampling stays float32"""
     # DEVIATION: the paper fine-tunes every size alike (16 epochs, dropout 0.2); under dropout at lr 1e-3 the
     # 0.1M model underfits (validation loss 1.43; 0.43 without dropout at lr 6e-3), so it has its own recipe
     sft_epochs: str = "1m:6,100k:16"
@@ -109,12 +110,15 @@ class Config:
     """seed of the simulated labeler pool"""
     device: str = "cpu"
     """cpu, cuda, or auto"""
+    lanes: int = 2
+    """on a CPU, the stages after the RM run in this many processes side by side, the cores split between them
+    (~1.5x the throughput on 2 cores: nanorlhf/lanes.py); 1 runs them one after another, as CUDA always does"""
     fresh: bool = False
     """redo every stage even when its checkpoint is up to date"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("flan_epochs", "rm_epochs", "rm_lr", "ppo_lr",
-                                 "ppo_beta", "n_eval")
+                                 "ppo_beta", "n_eval", "lanes")
     NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "rm_heldout_prompts")
 
     PRESETS: ClassVar[dict] = {
@@ -162,62 +166,66 @@ def main(cfg: Config) -> dict:
     corpus = os.path.join(data, "corpus.jsonl")
     common = ["--preset=" + ("tiny" if scale == "tiny" else "small"), f"--device={cfg.device}", f"--seed={cfg.seed}"]
 
-    # 1. base models (the tokenizer is trained by the first pretraining run)
-    for s, d in sizes.items():
-        pc = parse_config(pretrain.Config, common + [f"--corpus={corpus}", f"--out_dir={out}/base_{s}",
-                                                     f"--dtype={cfg.dtype}", *(f"--{k}={v}" for k, v in d.items())])
-        st.run(f"base_{s}", pretrain.main, pc, [corpus], f"{out}/base_{s}/ckpt.pt")
-    # 2. SFT on demonstrations, and the FLAN/T0 analog on public tasks, per size
-    for s in names:
-        r = recipe[s]
-        for stage, demos, epochs in ((f"sft_{s}", "sft.jsonl", r["sft_epochs"]),
-                                     (f"flan_{s}", "public_tasks.jsonl", cfg.flan_epochs)):
-            sc = parse_config(train_sft.Config, common + [f"--base={out}/base_{s}/ckpt.pt", f"--data_dir={data}",
-                                                          f"--demos={demos}", f"--out_dir={out}/{stage}",
-                                                          f"--epochs={epochs}", f"--dtype={cfg.dtype}",
-                                                          f"--lr={r['sft_lr']}", f"--dropout={r['sft_dropout']}"])
-            st.run(stage, train_sft.main, sc, [f"{out}/base_{s}/ckpt.pt"], f"{out}/{stage}/ckpt.pt")
-    # 3. one reward model from the largest SFT model
-    rc = parse_config(train_rm.Config, common + [f"--sft={out}/sft_{big}/ckpt.pt", f"--data_dir={data}",
-                                                 f"--out_dir={out}/rm", f"--max_prompts={cfg.rm_prompts}",
-                                                 f"--labeler_seed={cfg.labeler_seed}", f"--dtype={cfg.dtype}",
-                                                 f"--epochs={cfg.rm_epochs}", f"--lr={cfg.rm_lr}",
-                                                 f"--heldout_prompts={cfg.rm_heldout_prompts}"])
-    st.run("rm", train_rm.main, rc, [f"{out}/sft_{big}/ckpt.pt"], f"{out}/rm/ckpt.pt")
-    # 4. PPO and PPO-ptx per size, against that RM
-    def ppo(stage: str, size: str, beta: float, ptx: float) -> str:
-        """Train (or reuse) one PPO stage of `size` against the RM; returns its checkpoint."""
-        sft_ckpt, rm_ckpt, ckpt = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/ckpt.pt", f"{out}/{stage}/ckpt.pt"
-        pc = parse_config(train_ppo.Config, common + [f"--sft={sft_ckpt}", f"--rm={rm_ckpt}", f"--data_dir={data}",
-                                                      f"--out_dir={out}/{stage}", f"--iterations={recipe[size]['ppo_iterations']}",
-                                                      f"--ptx_coef={ptx}", f"--beta={beta}", f"--dtype={cfg.dtype}",
-                                                      f"--lr={cfg.ppo_lr}"])
-        st.run(stage, train_ppo.main, pc, [sft_ckpt, rm_ckpt], ckpt)
-        return ckpt
+    # 1-4 as (name, main, cfg, inputs, ckpt): base models (the first trains the tokenizer), SFT and the FLAN/T0
+    # analog on public tasks, one reward model from the largest SFT model, PPO and PPO-ptx against it
+    def spec(name: str, script, inputs: list[str], *flags: str, ckpt: str = "ckpt.pt") -> tuple:
+        c = parse_config(script.Config, common + [f"--out_dir={out}/{name}", f"--dtype={cfg.dtype}", *flags])
+        return name, script.main, c, inputs, f"{out}/{name}/{ckpt}"
 
-    for s in names:
-        ppo(f"ppo_{s}", s, cfg.ppo_beta, 0.0)
-        ppo(f"ppo_ptx_{s}", s, cfg.ppo_beta, recipe[s]["ptx_coef"])
+    def base(s: str) -> tuple:
+        return spec(f"base_{s}", pretrain, [corpus], f"--corpus={corpus}", *(f"--{k}={v}" for k, v in sizes[s].items()))
+
+    def sft(s: str, stage: str, demos: str, epochs: int) -> tuple:
+        return spec(stage, train_sft, [f"{out}/base_{s}/ckpt.pt"], f"--base={out}/base_{s}/ckpt.pt",
+                    f"--data_dir={data}", f"--demos={demos}", f"--epochs={epochs}", f"--lr={recipe[s]['sft_lr']}",
+                    f"--dropout={recipe[s]['sft_dropout']}")
+
+    def ppo(stage: str, s: str, beta: float, ptx: float) -> tuple:
+        return spec(stage, train_ppo, [f"{out}/sft_{s}/ckpt.pt", f"{out}/rm/ckpt.pt"], f"--sft={out}/sft_{s}/ckpt.pt",
+                    f"--rm={out}/rm/ckpt.pt", f"--data_dir={data}", f"--iterations={recipe[s]['ppo_iterations']}",
+                    f"--ptx_coef={ptx}", f"--beta={beta}", f"--lr={cfg.ppo_lr}")
+    trunk, cmp = f"{out}/sft_{big}/ckpt.pt", f"{out}/rm/comparisons.jsonl"
+    rm_flags = [f"--sft={trunk}", f"--data_dir={data}", f"--labeler_seed={cfg.labeler_seed}", f"--lr={cfg.rm_lr}",
+                f"--epochs={cfg.rm_epochs}"]
+    rm = spec("rm", train_rm, [trunk], *rm_flags, f"--max_prompts={cfg.rm_prompts}", "--heldout_folds=0")
+    # the held-out-labeler test (§4.1) a stage of its own, to run beside PPO; it trains on the RM's comparisons
+    heldout = spec("rm_heldout", train_rm, [trunk, cmp, f"{out}/rm/val_comparisons.jsonl"], *rm_flags,
+                   "--heldout_only=true", f"--comparisons={cmp}", f"--heldout_prompts={cfg.rm_heldout_prompts}",
+                   ckpt="heldout.json")
+    sft_of = {s: sft(s, f"sft_{s}", "sft.jsonl", recipe[s]["sft_epochs"]) for s in names}
+    flan_of = {s: sft(s, f"flan_{s}", "public_tasks.jsonl", cfg.flan_epochs) for s in names}
+    ppo_of = {s: ppo(f"ppo_{s}", s, cfg.ppo_beta, 0.0) for s in names}
+    ptx_of = {s: ppo(f"ppo_ptx_{s}", s, cfg.ppo_beta, recipe[s]["ptx_coef"]) for s in names}
+    # the largest model's base and SFT model, then the RM, on every core
+    for job in (base(big), sft_of[big], rm):
+        st.run(*job)
+    # the rest in two lanes side by side (nanorlhf/lanes.py): the largest PPO-ptx model, its FLAN/T0 analog and
+    # the held-out-labeler test beside its PPO model and the smaller sizes' every stage
+    small, n_lanes = [s for s in names if s != big], cfg.lanes if device == "cpu" else 1
+    run_lanes(st, [[ptx_of[big], flan_of[big], heldout],
+                   [ppo_of[big], *(x for s in small for x in (base(s), sft_of[s], flan_of[s], ppo_of[s], ptx_of[s]))]],
+              n_lanes)
     # 4b. the sweeps of the alignment-tax section: gamma_ptx up, and beta up instead of ptx
     sweep_runs = {}
     if cfg.sweeps:
         for stage, beta, ptx in ((f"ppo_beta0.02_{big}", 0.02, 0.0), (f"ppo_beta0.3_{big}", 0.3, 0.0),
                                  (f"ppo_ptx4_{big}", cfg.ppo_beta, 4.0)):
-            sweep_runs[stage] = (ppo(stage, big, beta, ptx), beta, ptx)
-        sweep_runs[f"ppo_{big}"] = (f"{out}/ppo_{big}/ckpt.pt", cfg.ppo_beta, 0.0)
-        sweep_runs[f"ppo_ptx_{big}"] = (f"{out}/ppo_ptx_{big}/ckpt.pt", cfg.ppo_beta, recipe[big]["ptx_coef"])
+            st.run(*ppo(stage, big, beta, ptx))
+            sweep_runs[stage] = (f"{out}/{stage}/ckpt.pt", beta, ptx)
+        sweep_runs.update({f"ppo_{big}": (f"{out}/ppo_{big}/ckpt.pt", cfg.ppo_beta, 0.0),
+                           f"ppo_ptx_{big}": (f"{out}/ppo_ptx_{big}/ckpt.pt", cfg.ppo_beta, recipe[big]["ptx_coef"])})
     # 4c. the lineage after InstructGPT, from the largest SFT model and the RM's comparisons
     if cfg.lineage:
         train_lineage(st, cfg, common, out, data, big, recipe[big]["ppo_iterations"])
 
-    # 5. evaluation: the ladder, then the suites, then report.md
+    # 5. evaluation: the ladder beside the safety and capability suites on the largest size, then report.md
     t = time.time()
-    policies = ladder_policies(out, names)
-    ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, policies, rm=f"{out}/rm/ckpt.pt",
+    ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, ladder_policies(out, names), rm=f"{out}/rm/ckpt.pt",
                       device=device, seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
-    sections = ladder_sections(ctx, params, reference=f"sft_{big}", champion=f"ppo_ptx_{big}")
-    sections += suite_sections(ctx, cfg.suites, big)  # the safety and capability suites on the largest size
+    ladder = partial(ladder_sections, replace(ctx, _cache={}), params, f"sft_{big}", f"ppo_ptx_{big}")
+    suites = partial(suite_sections, replace(ctx, _cache={}), cfg.suites, big)  # each side loads its own models
+    sections = sum(side_by_side([("ladder", ladder), ("suites", suites)], n_lanes), [])
     if sweep_runs:
         from nanorlhf.evals.alignment_tax import sweep_sections
         sections += sweep_sections(ctx, sweep_runs, big)
@@ -230,8 +238,7 @@ def main(cfg: Config) -> dict:
     machine = {"cpu": cpu_name(), "dtype": cfg.dtype, "probe_tokens_per_s_start": probe[0],
                "probe_tokens_per_s_end": probe[1]}
     print(f"speed probe: {probe[0]:,.0f} tokens/s at the start, {probe[1]:,.0f} at the end")
-    found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"], truth, total / 60,
-                         machine)
+    found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"], truth, total / 60, machine)
     write_text(os.path.join(out, "findings.json"), json.dumps(found, indent=1))
     sections.insert(0, Section("Findings", "\n".join(findings_markdown(found)), [], {}))
     path = write_report(out, config_dict(cfg), big, st.log, sections, stage_flops(st.log), total)

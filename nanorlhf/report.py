@@ -27,9 +27,9 @@ def stage_flops(log: dict) -> dict[str, float]:
 def compute_section(log: dict, flops: dict[str, float], big: str) -> str:
     """Wall-clock and FLOPs of every stage, then the largest model's stages beside the paper's PF/s-days."""
     from nanorlhf.evals.compute import compute_table
-    lines = ["| stage | wall-clock | FLOPs |", "|---|---|---|"]
-    lines += [f"| {n} | {e.get('seconds', 0):.0f}s | {f'{flops[n]:.2e}' if flops.get(n) else 'not counted'} |"
-              for n, e in log.items()]
+    lines = ["| stage | wall-clock | torch threads | FLOPs |", "|---|---|---|---|"]
+    lines += [f"| {n} | {e.get('seconds', 0):.0f}s | {e.get('threads', '')} | "
+              f"{f'{flops[n]:.2e}' if flops.get(n) else 'not counted'} |" for n, e in log.items()]
     mine = {"pretrain": flops.get(f"base_{big}", 0.0), "sft": flops.get(f"sft_{big}", 0.0),
             "rm": flops.get("rm", 0.0), "ppo_ptx": flops.get(f"ppo_ptx_{big}", 0.0)}
     return "\n".join(lines) + f"\n\nThe `{big}` model's stages beside the paper's 175B figures:\n\n" + compute_table(mine)
@@ -43,8 +43,8 @@ def rm_table(log: dict) -> str:
              f"| RM pairwise accuracy, validation comparisons | {rep['val_accuracy']:.1%} | (72.4% on own labelers) |",
              f"| agreement between two training labelers (the ceiling) | {rep['labeler_agreement']:.1%} | 72.6% |",
              f"| RM accuracy / labeler agreement | {rep['val_accuracy'] / rep['labeler_agreement']:.2f} | |"]
-    if "heldout" in rep:
-        h = rep["heldout"]
+    h = rep.get("heldout") or log.get("rm_heldout", {}).get("result", {}).get("heldout")  # pipeline: its own stage
+    if h:
         lines += [f"| RM trained on 4 labeler groups, accuracy on the held-out group | "
                   f"{h['heldout_group_accuracy']:.1%} | 69.6% |",
                   f"| the same RM on the 4 training groups | {h['own_groups_accuracy']:.1%} | 72.4% |"]
@@ -60,7 +60,8 @@ def write_report(out: str, flags: dict, big: str, log: dict, sections: list, flo
                                           if k in ("preset", "seed", "labeler_seed") or v is True) + "`", "",
           f"This invocation took {seconds / 60:.1f} min; the stages' own wall-clocks (as each last ran, "
           f"reused ones included) add up to {sum(e.get('seconds', 0) for e in log.values()) / 60:.1f} min "
-          f"on {platform.machine()} with {torch.get_num_threads()} torch threads.", "",
+          f"on {platform.machine()} with {torch.get_num_threads()} torch threads (a stage with fewer ran side by "
+          "side with another: pipeline.py --lanes).", "",
           "## Compute per stage", "", compute_section(log, flops, big), "",
           "## Reward model", "", rm_table(log), ""]
     for s in sections:

@@ -1,15 +1,18 @@
 """Stages of a run that are skipped when nothing they depend on has changed.
 
 Each stage's folder holds stage.json: the hash of its config and of its input files (the key), its
-wall-clock, its result, and the hash of the checkpoint it wrote. A stage runs again when the key or the
-checkpoint changed; a flag added to a stage's config since it ran, left at its default, counts as no
-change. Used by pipeline.py (its lineage stages too) and experiments/ablate.py.
+wall-clock and torch threads, its result, and the hash of the checkpoint it wrote. A stage runs again
+when the key or the checkpoint changed; a flag added to a stage's config since it ran, left at its
+default, counts as no change. Used by pipeline.py (its lineage stages too, and nanorlhf/lanes.py's
+lanes) and experiments/ablate.py.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
+
+import torch
 
 from nanorlhf.checkpoint import file_sha256
 from nanorlhf.config import config_dict, config_hash, default_dict
@@ -44,7 +47,7 @@ class Stages:
         t = time.time()
         res = main(cfg)
         keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str, dict, list))}
-        self.log[name] = {"key": key, "seconds": time.time() - t, "config": flat,
+        self.log[name] = {"key": key, "seconds": time.time() - t, "threads": torch.get_num_threads(), "config": flat,
                           "ckpt_sha256": file_sha256(ckpt) if os.path.exists(ckpt) else None,
                           "result": json.loads(json.dumps(keep, default=str))}
         write_text(meta, json.dumps(self.log[name], indent=1))

@@ -43,7 +43,10 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     # the pipeline's own flags reach the stages: PPO's lr and the held-out-labeler RM's label count
     cfg = pipeline.Config()
     assert json.load(open(os.path.join(out, "ppo_ptx_a", "stage.json")))["config"]["lr"] == cfg.ppo_lr
-    assert json.load(open(os.path.join(out, "rm", "stage.json")))["config"]["heldout_prompts"] == cfg.rm_heldout_prompts
+    heldout = json.load(open(os.path.join(out, "rm_heldout", "stage.json")))
+    assert heldout["config"]["heldout_prompts"] == cfg.rm_heldout_prompts and heldout["config"]["heldout_only"]
+    # the held-out-labeler test ran as its own stage, and its figures reach the report's RM table
+    assert "accuracy on the held-out group" in text
     # each size gets its own SFT recipe, gamma_ptx and PPO length (the tiny preset gives the sizes different ones)
     assert pipeline.parse_sizes(parse_config(pipeline.Config, ["--preset=tiny"]))[1] == {
         "a": {"sft_epochs": 1, "sft_lr": 1e-3, "sft_dropout": 0.2, "ptx_coef": 1.0, "ppo_iterations": 2},
