@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from typing import Callable
 
@@ -80,7 +81,12 @@ def side_by_side(jobs: list[tuple[str, Callable]], n_lanes: int) -> list:
     sys.stdout.flush()
     with ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(pinned, part, name, fn) for (name, fn), part in zip(jobs, parts)]
-        return [f.result() for f in futures]  # a job's exception is raised here, once every job has ended
+        try:
+            return [f.result() for f in futures]  # a job's exception is raised here, once every job has ended
+        except BrokenProcessPool as e:
+            raise RuntimeError("a lane's process died before it finished: killed (out of memory?), or started from "
+                               "a script without an `if __name__ == '__main__':` guard, which spawned processes "
+                               "need; --lanes=1 runs every stage in this process") from e
 
 
 def check_lanes(lanes: list[list[Spec]]) -> None:

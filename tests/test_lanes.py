@@ -108,6 +108,14 @@ def test_side_by_side_returns_each_jobs_result_in_order():
     assert (res[1] != os.getpid()) == (len(usable_cpus()) >= 2)
 
 
+@pytest.mark.skipif(len(usable_cpus()) < 2, reason="lanes need two cores")
+def test_a_lane_process_that_dies_is_named_with_the_way_out():
+    """A lane's process killed outright (no Python error to send back) ends in one error that says what can
+    cause it and how to run without lanes."""
+    with pytest.raises(RuntimeError, match="--lanes=1"):
+        side_by_side([("dies", partial(os._exit, 3)), ("lives", os.getpid)], 2)
+
+
 def test_one_lane_runs_every_stage_here_lane_after_lane(tmp_path):
     """n_lanes 1 (and CUDA) runs the stages in this process, in the lanes' order."""
     out = str(tmp_path)
