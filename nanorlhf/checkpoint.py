@@ -44,6 +44,9 @@ class MissingCheckpoint(CheckpointError):
         super().__init__(f"no checkpoint at {path}")
         self.path = path
 
+    def __reduce__(self):  # rebuilt from its path, as a lane's process sends it back (nanorlhf/lanes.py)
+        return type(self), (self.path,)
+
 
 # -----------------------------------------------------------------------------
 # RNG state: python, numpy and torch, as weights_only-loadable values

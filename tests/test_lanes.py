@@ -8,6 +8,7 @@ from functools import partial
 import pytest
 import torch
 
+from nanorlhf.checkpoint import MissingCheckpoint, load_model
 from nanorlhf.lanes import Prefixed, check_lanes, run_lanes, side_by_side, split_cpus, usable_cpus
 from nanorlhf.stages import Stages
 
@@ -82,11 +83,16 @@ def test_lanes_run_in_their_own_pinned_processes_in_order_and_join_the_log(tmp_p
 
 @pytest.mark.skipif(len(usable_cpus()) < 2, reason="lanes need two cores")
 def test_a_failing_lane_raises_its_own_error_after_the_other_lane_ends(tmp_path):
-    """A stage's error in one lane reaches the caller as that error; the other lane still finishes."""
+    """A stage's error in one lane reaches the caller as that error, its message intact (the one line the
+    command prints); the other lane still finishes."""
     out = str(tmp_path)
     with pytest.raises(ValueError, match="a stage failed"):
         run_lanes(Stages(out, fresh=False), [[spec(out, "bad", fail=True)], [spec(out, "good")]], 2)
     assert os.path.exists(os.path.join(out, "good", "ckpt.pt"))
+    missing = os.path.join(out, "nowhere", "ckpt.pt")
+    with pytest.raises(MissingCheckpoint) as err:
+        side_by_side([("lost", partial(load_model, missing, "cpu")), ("good", os.getpid)], 2)
+    assert str(err.value) == f"no checkpoint at {missing}" and err.value.path == missing
 
 
 def test_a_plan_that_reads_another_lanes_checkpoint_is_refused(tmp_path):
