@@ -111,8 +111,8 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
     lanes: int = 2
-    """on a CPU, the stages after the RM run in this many processes side by side, the cores split between them
-    (~1.5x the throughput on 2 cores: nanorlhf/lanes.py); 1 runs them one after another, as CUDA always does"""
+    """on a CPU, the stages after the RM run in up to this many processes side by side (two lanes), the cores
+    split between them (~1.5x the throughput on 2 cores: nanorlhf/lanes.py); 1 runs them one after another"""
     fresh: bool = False
     """redo every stage even when its checkpoint is up to date"""
 
