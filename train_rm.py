@@ -111,9 +111,12 @@ def main(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
-    sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     if cfg.comparisons and cfg.pairs:
         raise UsageError("give --comparisons or --pairs, not both")
+    if cfg.heldout_only and (not cfg.comparisons or cfg.heldout_folds == 0):
+        raise UsageError("--heldout_only=true needs --comparisons (an RM run's comparisons.jsonl) "
+                         "and --heldout_folds > 0")
+    sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     if cfg.heldout_only:
         return heldout_only(cfg, sft, tok, device)
     # a bad file fails before any work
@@ -176,9 +179,6 @@ def main(cfg: Config) -> dict:
 
 def heldout_only(cfg: Config, sft, tok, device) -> dict:
     """The held-out-labeler test alone, on an earlier run's comparisons (train and validation)."""
-    if not cfg.comparisons or cfg.heldout_folds == 0:
-        raise UsageError("--heldout_only=true needs --comparisons (an RM run's comparisons.jsonl) "
-                         "and --heldout_folds > 0")
     train_cmp = load_comparisons(cfg.comparisons)
     val_cmp = load_comparisons(os.path.join(os.path.dirname(cfg.comparisons), "val_comparisons.jsonl"))
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)

@@ -55,6 +55,9 @@ class Prefixed:
     def flush(self) -> None:
         self.stream.flush()
 
+    def __getattr__(self, name):  # isatty, encoding, fileno: the wrapped stream's
+        return getattr(self.stream, name)
+
 
 def pinned(cpus: list[int], name: str, fn: Callable):
     """fn() in a lane's process: pinned to `cpus`, one thread per core, its lines tagged with `name`."""
