@@ -13,6 +13,9 @@ Suites (--suite=NAME):
   all         every suite of the line above, written to out_dir/suites.md with its figures
   ladder      the pipeline's preference ladder again (another --seed / --labeler_seed), from the
               run folder out_dir, for the sizes named in --sizes
+  reward_features
+              what the RM pays for beside the gold, in the world's answer features, on each
+              policy's answers, and what PPO changed (nanorlhf/evals/reward_features.py)
 
     python evaluate.py --suite=all                                  # on the small pipeline's outputs
     python evaluate.py --suite=knowledge --policies=gpt=out/small/base_1m/ckpt.pt
@@ -20,6 +23,7 @@ Suites (--suite=NAME):
     python evaluate.py --suite=preference --samples=1               # 1 response a prompt: faster, a wider interval
     python evaluate.py --suite=preference --split=val               # validation prompts, to choose runs by
     python evaluate.py --suite=steering                             # the steering sweep on the PPO policy
+    python evaluate.py --suite=reward_features --split=val          # what the RM rewards, what PPO bought
 
 Writes out_dir/<suite>.json and prints a table.
 """
@@ -35,7 +39,7 @@ from typing import ClassVar
 import torch
 
 from nanorlhf.checkpoint import load_model
-from nanorlhf.cli import run
+from nanorlhf.cli import UsageError, run
 from nanorlhf.config import print_config
 from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
 from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate_over_samples
@@ -69,9 +73,10 @@ class Config:
     seed: int = 0
     """seed for sampling responses"""
     split: str = "test"
-    """--suite=preference: test prompts (to report) or val prompts (to choose a run or a hyperparameter by)"""
+    """--suite=preference, reward_features: test prompts (to report) or val prompts (to choose a run or a
+    hyperparameter by, or to diagnose one)"""
     samples: int = 4
-    """--suite=preference and ladder: responses per prompt and policy; more give a narrower interval (the ladder's
+    """--suite=preference, ladder, reward_features: responses per prompt and policy; more give a narrower interval (the ladder's
     verdicts use them, as the pipeline's do)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool (another draw of the held-out labelers)"""
@@ -83,7 +88,7 @@ class Config:
     # values checked before any work starts (nanorlhf/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("n_prompts", "max_new_tokens", "samples")
     CHOICES: ClassVar[dict] = {"split": ("test", "val"),
-                               "suite": ("preference", "knowledge", "ladder", "all", *SUITES)}
+                               "suite": ("preference", "knowledge", "ladder", "reward_features", "all", *SUITES)}
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(policies="gpt=out/tiny/base_a/ckpt.pt,sft=out/tiny/sft_a/ckpt.pt,ppo=out/tiny/ppo_a/ckpt.pt,"
@@ -172,6 +177,26 @@ def ladder(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     return sec.data
 
 
+def rm_features(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
+    """What the RM pays for beside the gold, on each policy's answers (nanorlhf/evals/reward_features.py)."""
+    from nanorlhf.evals.context import EvalContext
+    from nanorlhf.evals.reward_features import reward_features
+    if not cfg.rm:
+        raise UsageError("--suite=reward_features needs --rm (a reward model checkpoint)")
+    ctx = EvalContext(judge, cfg.data_dir, cfg.out_dir, {k: v for k, v in policies.items() if k != "gpt"},
+                      rm=cfg.rm, device=device, seed=cfg.seed, labeler_seed=cfg.labeler_seed,
+                      max_new_tokens=cfg.max_new_tokens)
+    model, tok = ctx.model(next(iter(ctx.policies)))
+    rows = read_jsonl(os.path.join(cfg.data_dir, f"{cfg.split}_prompts.jsonl"), PROMPT)
+    sec = reward_features(ctx, fitting(rows, tok, model.cfg.block_size, cfg.max_new_tokens)[:cfg.n_prompts],
+                          cfg.samples)
+    md = f"## {sec.title}\n\n{sec.markdown}\n"
+    print(md)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    write_text(os.path.join(cfg.out_dir, "reward_features.md"), md)
+    return sec.data
+
+
 def safety_suites(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
     """The paper's safety and capability suites; --suite=all writes them all to out_dir/suites.md."""
     from nanorlhf.evals.context import EvalContext
@@ -195,7 +220,8 @@ def main(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     policies = parse_policies(cfg.policies)
-    suites = {"knowledge": knowledge, "preference": preference, "ladder": ladder, "all": safety_suites,
+    suites = {"knowledge": knowledge, "preference": preference, "ladder": ladder, "reward_features": rm_features,
+              "all": safety_suites,
               **{name: safety_suites for name in SUITES}}
     if cfg.suite not in suites:
         raise SystemExit(f"unknown --suite={cfg.suite}; valid: {', '.join(suites)}")

@@ -1,0 +1,78 @@
+"""What the reward model pays for (nanorlhf/evals/reward_features.py): the within-prompt fit on made-up data,
+the gold's weights against the judge itself, and the diagnostic end to end on a tiny world."""
+import dataclasses
+import json
+
+import numpy as np
+import torch
+
+from nanorlhf.checkpoint import save_checkpoint
+from nanorlhf.evals.context import EvalContext
+from nanorlhf.evals.reward_features import gold_weights, reward_features, within_prompt_corr, within_prompt_fit
+from nanorlhf.judge import Judge
+from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
+from nanorlhf.tokenizer import Tokenizer
+from nanorlhf.world import build_world, write_world
+
+
+def test_within_prompt_fit_recovers_coefficients_under_prompt_offsets_that_fool_a_pooled_fit():
+    """y = X b + a per-prompt offset correlated with X: the centred fit returns b; a pooled fit does not;
+    a feature constant inside every prompt gets 0."""
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(50), 4)
+    offset = rng.normal(size=50)[groups] * 3
+    X = np.stack([rng.normal(size=200) + offset, rng.normal(size=200), np.repeat(rng.normal(size=50), 4)], axis=1)
+    b = np.array([0.5, -2.0, 0.0])
+    y = X @ b + offset * 4
+    assert np.allclose(within_prompt_fit(X, y, groups), b, atol=1e-9)
+    pooled = np.linalg.lstsq(X, y, rcond=None)[0]
+    assert abs(pooled[0] - b[0]) > 1.0
+    assert within_prompt_corr(y, y + offset, groups) == 1.0
+
+
+def test_gold_is_the_weighted_sum_of_the_features_with_gold_weights(tmp_path):
+    """judge.gold(row, text) == sum_f w_f * x_f for the weights the diagnostic reports, on the labelers'
+    demonstrations: the weights are read from the labelers the gold score averages (the instructions' part
+    is guarded end to end below, where a feature they reweight varies)."""
+    data = str(tmp_path / "data")
+    wd = build_world("tiny", 0)
+    write_world(wd, data)
+    judge = Judge(data)
+    w = gold_weights(judge.pool)
+    sft = [{**p.to_dict(), "prompt": p.text} for p in judge.data.prompts["sft"][:10]]
+    test = [{**p.to_dict(), "prompt": p.text} for p in judge.data.prompts["test"][:10]]
+    texts = [d["response"] for d in wd.demos[:10]]
+    for r, t in zip(sft + test, texts + texts):  # each demonstration on its own prompt and on another one
+        feats = judge.features(r, t)
+        assert abs(judge.gold(r, t) - sum(w.get(f, 0.0) * x for f, x in feats.items())) < 1e-9
+
+
+def test_reward_features_end_to_end_gives_the_gold_weights_back(tmp_path):
+    """On tiny untrained policies: one row per policy in the data, the gold's coefficients equal its weights
+    wherever the feature varies, and the section's numbers are JSON."""
+    data = str(tmp_path / "data")
+    wd = build_world("tiny", 0)
+    write_world(wd, data)
+    tok = Tokenizer.train("\n\n".join(d["text"] for d in wd.corpus), 512)
+    tok.save(str(tmp_path / "tok.tiktoken"))
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=128, n_layer=1, n_head=2, n_embd=32)
+    extra = {"model_config": dataclasses.asdict(cfg), "tokenizer": str(tmp_path / "tok.tiktoken")}
+    paths = {}
+    for i, name in enumerate(["sft", "ppo"]):
+        torch.manual_seed(i)
+        paths[name] = str(tmp_path / f"{name}.pt")
+        save_checkpoint(paths[name], model=GPT(cfg).state_dict(), config={}, extra=extra)
+    save_checkpoint(str(tmp_path / "rm.pt"), model=ScalarHeadModel(cfg).state_dict(), config={},
+                    extra={**extra, "bias": 0.0})
+    judge = Judge(data)
+    ctx = EvalContext(judge, data, str(tmp_path / "out"), paths, rm=str(tmp_path / "rm.pt"), max_new_tokens=8)
+    rows = [{**p.to_dict(), "prompt": p.text} for p in judge.data.prompts["val"][:8]]
+    sec = reward_features(ctx, rows, samples=2)
+    assert set(sec.data) == {"sft", "ppo"} and "|---" in sec.markdown
+    w = gold_weights(judge.pool)
+    for p, d in sec.data.items():
+        varied = [f for f, c in d["gold_coef"].items() if c != 0.0]
+        assert varied, p
+        for f in varied:
+            assert abs(d["gold_coef"][f] - w[f]) < 1e-6, (p, f)
+    json.dumps(sec.data)
