@@ -111,8 +111,8 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
     lanes: int = 2
-    """on a CPU, the stages after the RM run in up to this many processes side by side (two lanes), the cores
-    split between them (~1.5x the throughput on 2 cores: nanorlhf/lanes.py); 1 runs them one after another"""
+    """on a CPU, the RM's sampling and the stages after the RM run in up to this many processes side by side (two
+    lanes), the cores split between them (~1.5x the throughput on 2 cores: nanorlhf/lanes.py); 1 runs them in turn"""
     fresh: bool = False
     """redo every stage even when its checkpoint is up to date"""
 
@@ -158,7 +158,7 @@ def main(cfg: Config) -> dict:
     run, scale = cfg.run or cfg.preset, cfg.preset
     out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
     sizes, recipe = parse_sizes(cfg)
-    names, big, st = list(sizes), list(sizes)[0], Stages(out, cfg.fresh)
+    names, big, st, n_lanes = list(sizes), list(sizes)[0], Stages(out, cfg.fresh), cfg.lanes if device == "cpu" else 1
 
     # 0. the world, its public-task compilation (FLAN/T0 analog), and RM prompts up to the label budget
     if ensure_world(data, scale, cfg.rm_prompts, cfg.fresh):  # False: already there, as this run needs it
@@ -187,7 +187,8 @@ def main(cfg: Config) -> dict:
     trunk, cmp = f"{out}/sft_{big}/ckpt.pt", f"{out}/rm/comparisons.jsonl"
     rm_flags = [f"--sft={trunk}", f"--data_dir={data}", f"--labeler_seed={cfg.labeler_seed}", f"--lr={cfg.rm_lr}",
                 f"--epochs={cfg.rm_epochs}"]
-    rm = spec("rm", train_rm, [trunk], *rm_flags, f"--max_prompts={cfg.rm_prompts}", "--heldout_folds=0")
+    rm = spec("rm", train_rm, [trunk], *rm_flags, f"--max_prompts={cfg.rm_prompts}", "--heldout_folds=0",
+              f"--procs={n_lanes}")
     # the held-out-labeler test (§4.1) a stage of its own, to run beside PPO; it trains on the RM's comparisons
     heldout = spec("rm_heldout", train_rm, [trunk, cmp, f"{out}/rm/val_comparisons.jsonl"], *rm_flags,
                    "--heldout_only=true", f"--comparisons={cmp}", f"--heldout_prompts={cfg.rm_heldout_prompts}",
@@ -196,12 +197,11 @@ def main(cfg: Config) -> dict:
     flan_of = {s: sft(s, f"flan_{s}", "public_tasks.jsonl", cfg.flan_epochs) for s in names}
     ppo_of = {s: ppo(f"ppo_{s}", s, cfg.ppo_beta, 0.0) for s in names}
     ptx_of = {s: ppo(f"ppo_ptx_{s}", s, cfg.ppo_beta, recipe[s]["ptx_coef"]) for s in names}
-    # the largest model's base and SFT model, then the RM, on every core
-    for job in (base(big), sft_of[big], rm):
+    for job in (base(big), sft_of[big], rm):  # the largest base and SFT models, then the RM, on every core
         st.run(*job)
     # the rest in two lanes side by side (nanorlhf/lanes.py): the largest PPO-ptx model, its FLAN/T0 analog and
     # the held-out-labeler test beside its PPO model and the smaller sizes' every stage
-    small, n_lanes = [s for s in names if s != big], cfg.lanes if device == "cpu" else 1
+    small = [s for s in names if s != big]
     run_lanes(st, [[ptx_of[big], flan_of[big], heldout],
                    [ppo_of[big], *(x for s in small for x in (base(s), sft_of[s], flan_of[s], ppo_of[s], ptx_of[s]))]],
               n_lanes)

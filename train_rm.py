@@ -88,6 +88,9 @@ class Config:
     heldout_only: bool = False
     """run only the held-out-labeler test, on --comparisons and the val_comparisons.jsonl beside them (an
     earlier run's; pipeline.py runs it as a stage of its own, beside PPO), writing out_dir/heldout.json"""
+    procs: int = 1
+    """CPU processes, one core each, that sample the completions (the same samples for any number;
+    nanorlhf/comparisons.py sample_completions)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
     seed: int = 0
@@ -96,7 +99,7 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("batch_prompts", "lr", "epochs", "human_weight")
+    POSITIVE: ClassVar[tuple] = ("batch_prompts", "lr", "epochs", "human_weight", "procs")
     NONNEGATIVE: ClassVar[tuple] = ("heldout_folds", "heldout_prompts")
 
     PRESETS: ClassVar[dict] = {
@@ -113,6 +116,8 @@ def main(cfg: Config) -> dict:
     seed_everything(cfg.seed)
     if cfg.comparisons and cfg.pairs:
         raise UsageError("give --comparisons or --pairs, not both")
+    if cfg.procs > 1 and device != "cpu":
+        raise UsageError(f"--procs={cfg.procs} splits the sampling between CPU processes; on {device} use --procs=1")
     if cfg.heldout_only and (not cfg.comparisons or cfg.heldout_folds == 0):
         raise UsageError("--heldout_only=true needs --comparisons (an RM run's comparisons.jsonl) "
                          "and --heldout_folds > 0")
@@ -126,7 +131,7 @@ def main(cfg: Config) -> dict:
     # 1-2. sample K completions per prompt and have one training labeler rank them
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     train_cmp, val_cmp = collect_comparisons(sft, tok, judge, cfg.data_dir, cfg.out_dir, cfg.collect, cfg.seed, device,
-                                             only_val=given is not None)
+                                             only_val=given is not None, procs=cfg.procs)
     train_cmp = given if given is not None else train_cmp
     if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
         from nanorlhf.labelapp.events import human_comparisons

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+from functools import partial
 from typing import ClassVar
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from nanorlhf.chat import chat_prompt
 from nanorlhf.generate import generate, response_texts
 from nanorlhf.jsonl import COMPARISON, PROMPT, read_jsonl, write_jsonl
 from nanorlhf.judge import Judge
+from nanorlhf.lanes import side_by_side, usable_cpus
 from nanorlhf.rankings import pair_counts
 from nanorlhf.metrics import Progress
 
@@ -57,25 +59,44 @@ class CollectConfig:
 
 
 def sample_completions(policy, tok, prompts: list[str], ks: list[int], *, max_new_tokens: int, temperature: float,
-                       batch: int, device, seed: int) -> list[list[str]]:
+                       batch: int, device, seed: int, procs: int = 1) -> list[list[str]]:
     """K_i completions for prompt i from the policy, `batch` sequences at a time through the KV-cache engine.
 
     The sequences go shortest prompt first (stable: prompt i's K_i in order), so a batch's left padding
-    stays short; which batch a row lands in changes its noise, not its distribution (generate.py).
+    stays short; which batch a row lands in changes its noise, not its distribution (generate.py). Each
+    batch draws from its own generator, seeded by (seed, batch index), so procs > 1 (CPU: that many
+    processes, one core each, taking every procs-th batch; nanorlhf/lanes.py) samples the same texts.
     """
     ids = [chat_prompt(tok, p) for p in prompts]
     flat = sorted(((i, ids[i]) for i, k in enumerate(ks) for _ in range(k)), key=lambda x: len(x[1]))
+    chunks = [flat[s:s + batch] for s in range(0, len(flat), batch)]
+    run = partial(sample_chunks, policy, tok, chunks, max_new_tokens=max_new_tokens, temperature=temperature,
+                  seed=seed, total=len(flat))
+    procs = min(procs, len(chunks), len(usable_cpus())) if str(device) == "cpu" else 1
+    parts = side_by_side([(f"sample {r}", partial(run, r, procs)) for r in range(procs)], procs)
     out: list[list[str]] = [[] for _ in prompts]
-    gen = torch.Generator().manual_seed(seed)
-    bar = Progress(len(flat), "sample")
-    for s in range(0, len(flat), batch):
-        if s and (s // batch) % 20 == 0:
-            print(bar.line(s))
-        chunk = flat[s:s + batch]
-        ro = generate(policy, [p for _, p in chunk], max_new_tokens,
-                      temperature=temperature, stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
-        for (i, _), text in zip(chunk, response_texts(ro, tok)):
+    for b, chunk in enumerate(chunks):
+        for (i, _), text in zip(chunk, parts[b % procs][b // procs]):
             out[i].append(text)
+    return out
+
+
+def batch_generator(seed: int, b: int) -> torch.Generator:
+    """The sampling noise of batch b: a generator of its own, so any split of the batches draws the same."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + b)
+
+
+@torch.no_grad()
+def sample_chunks(policy, tok, chunks: list[list[tuple[int, list[int]]]], rank: int, procs: int, *,
+                  max_new_tokens: int, temperature: float, seed: int, total: int) -> list[list[str]]:
+    """The completions of chunks rank, rank + procs, ... (each a list of (prompt index, prompt ids))."""
+    bar, out = Progress(total, "sample"), []
+    for b in range(rank, len(chunks), procs):
+        if rank == 0 and b and (b // procs) % max(1, 20 // procs) == 0:
+            print(bar.line(b * len(chunks[0])))
+        ro = generate(policy, [p for _, p in chunks[b]], max_new_tokens, temperature=temperature,
+                      stop_token=tok.eot_id, pad_id=tok.pad_id, generator=batch_generator(seed, b))
+        out.append(response_texts(ro, tok))
     return out
 
 
@@ -98,8 +119,9 @@ def label(judge: Judge, rows: list[dict], completions: list[list[str]], labelers
 
 
 def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp: CollectConfig, seed: int, device,
-                        only_val: bool = False):
+                        only_val: bool = False, procs: int = 1):
     """Sample and rank the RM training prompts (unless only_val) and the validation prompts; write both to out_dir.
+    procs: processes the sampling runs in (sample_completions: the same texts for any number).
 
     Validation comparisons also carry `second_ranking` by a different labeler, for the
     agreement ceiling, and `group_rankings` (one per labeler group) for the held-out-labeler test.
@@ -111,7 +133,8 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
         ks = [rng.randint(hp.k_min, hp.k_max) for _ in rows]
         print(f"sampling {sum(ks)} completions for {len(rows)} {what} (K = {hp.k_min}..{hp.k_max})")
         return sample_completions(sft, tok, [r["prompt"] for r in rows], ks, max_new_tokens=hp.max_new_tokens,
-                                      temperature=hp.temperature, batch=hp.gen_batch, device=device, seed=seed_)
+                                      temperature=hp.temperature, batch=hp.gen_batch, device=device, seed=seed_,
+                                  procs=procs)
 
     train_cmp = None
     if not only_val:

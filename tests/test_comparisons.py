@@ -1,9 +1,15 @@
-"""The held-out-labeler test's data flow (nanorlhf/comparisons.py heldout_group_eval, InstructGPT §4.1), and the
-agreement ceiling and RM accuracy over every ranking of the validation completions."""
+"""The held-out-labeler test's data flow (nanorlhf/comparisons.py heldout_group_eval, InstructGPT §4.1), the
+agreement ceiling and RM accuracy over every ranking of the validation completions, and the sampling's split
+between processes."""
+import os
+
+import pytest
 import torch
 
 import nanorlhf.reward as reward
-from nanorlhf.comparisons import heldout_group_eval, labeler_agreement
+from nanorlhf.checkpoint import load_model
+from nanorlhf.comparisons import heldout_group_eval, labeler_agreement, sample_completions
+from nanorlhf.lanes import usable_cpus
 from nanorlhf.labelers import Labeler
 from nanorlhf.model import GPT, GPTConfig
 
@@ -59,3 +65,22 @@ def test_rm_accuracy_over_every_ranking_scores_each_rows_pairs_under_each_of_its
            "second_ranking": [[2], [1], [0]], "group_rankings": [[[0], [1, 2]]]}
     assert reward.ranking_accuracy(None, None, [row], "cpu") == 1.0
     assert reward.ranking_accuracy(None, None, [row], "cpu", every=True) == (3 + 0 + 2) / (3 + 3 + 2)
+
+
+@pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs two cores to run two processes")
+def test_two_processes_sample_the_same_completions_as_one(stages):
+    """Each batch's noise is its own (seeded by the batch's index), so splitting the batches between
+    processes (one thread each, as here) changes nothing: the same texts, prompt by prompt, in order."""
+    sft, tok, _ = load_model(os.path.join(stages["out"], "sft", "ckpt.pt"), "cpu", dropout=0.0)
+    prompts = [f"Tell me about item {i}." for i in range(9)]
+    ks = [4, 5, 6, 4, 9, 4, 5, 7, 4]
+    kw = dict(max_new_tokens=8, temperature=1.0, batch=8, device="cpu", seed=3)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = sample_completions(sft, tok, prompts, ks, **kw)
+    finally:
+        torch.set_num_threads(threads)
+    assert [len(c) for c in one] == ks
+    assert sample_completions(sft, tok, prompts, ks, procs=2, **kw) == one
+    assert sample_completions(sft, tok, prompts, ks, **dict(kw, seed=4)) != one
