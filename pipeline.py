@@ -16,7 +16,6 @@ import json
 import os
 import time
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import ClassVar
 
 import pretrain
@@ -30,11 +29,11 @@ from nanorlhf.config import config_dict, parse_config, per_size, print_config
 from nanorlhf.device import resolve_device
 from nanorlhf.evals.context import EvalContext, Section
 from nanorlhf.evals.findings import findings_markdown, run_findings
-from nanorlhf.evals.ladder import ladder_policies, ladder_sections
-from nanorlhf.evals.suites import suite_sections
+from nanorlhf.evals.ladder import ladder_policies
+from nanorlhf.evals.suites import ladder_and_suites
 from nanorlhf.fileio import write_text
 from nanorlhf.judge import Judge
-from nanorlhf.lanes import run_lanes, side_by_side
+from nanorlhf.lanes import run_lanes
 from nanorlhf.lineage import pipeline_frontier
 from nanorlhf.model import count_params
 from nanorlhf.precision import cpu_name, fast_bfloat16, resolve_dtype
@@ -223,9 +222,7 @@ def main(cfg: Config) -> dict:
     ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, ladder_policies(out, names), rm=f"{out}/rm/ckpt.pt",
                       device=device, seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)
     params = {s: count_params(ctx.model(f"sft_{s}")[0])["total"] for s in names}
-    ladder = partial(ladder_sections, replace(ctx, _cache={}), params, f"sft_{big}", f"ppo_ptx_{big}")
-    suites = partial(suite_sections, replace(ctx, _cache={}), cfg.suites, big)  # each side loads its own models
-    sections = sum(side_by_side([("ladder", ladder), ("suites", suites)], n_lanes), [])
+    sections = ladder_and_suites(ctx, (params, f"sft_{big}", f"ppo_ptx_{big}"), cfg.suites, big, n_lanes)
     if sweep_runs:
         from nanorlhf.evals.alignment_tax import sweep_sections
         sections += sweep_sections(ctx, sweep_runs, big)

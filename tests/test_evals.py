@@ -228,3 +228,21 @@ def test_win_rate_over_samples_narrows_the_interval_around_the_bradley_terry_pro
     assert many["hi"] - many["lo"] < (one["hi"] - one["lo"]) / 2
     tie = win_rate_over_samples(judge, rows, [["0.5"] * 200] * 4, [["0.5"] * 200] * 4, random.Random(1))
     assert tie["rate"] == tie["lo"] == tie["hi"] == 0.5
+
+
+def test_the_evaluation_keeps_report_order_when_the_slowest_suite_runs_beside_the_ladder(monkeypatch):
+    """ladder_and_suites: the ladder's sections first, then every suite once in the order asked, though
+    BESIDE_LADDER's suites run in the ladder's half; 'none' gives the ladder alone."""
+    import nanorlhf.evals.ladder as ladder
+    import nanorlhf.evals.suites as suites
+    from nanorlhf.evals.context import Section
+    fake = {n: (lambda ctx, n=n: Section(n, "", [], {})) for n in ("truthfulness", "alignment_tax", "bias")}
+    monkeypatch.setattr(suites, "SUITES", fake)
+    monkeypatch.setattr(ladder, "ladder_sections", lambda ctx, *a: [Section("ladder", "", [], {"args": a})])
+    ctx = EvalContext(None, "", "", {f"{k}_1m": "" for k in ("gpt", "sft", "ppo", "ppo_ptx")})
+    secs = suites.ladder_and_suites(ctx, ("p", "ref"), "all", "1m", n_lanes=1)
+    assert [s.title for s in secs] == ["ladder", "truthfulness", "alignment_tax", "bias"]
+    assert secs[0].data["args"] == ("p", "ref") and "alignment_tax" in suites.BESIDE_LADDER
+    secs = suites.ladder_and_suites(ctx, (), "bias,alignment_tax", "1m", n_lanes=1)
+    assert [s.title for s in secs] == ["ladder", "bias", "alignment_tax"]
+    assert [s.title for s in suites.ladder_and_suites(ctx, (), "none", "1m", n_lanes=1)] == ["ladder"]

@@ -10,6 +10,8 @@
     sycophancy         adopting a user's false stated belief: policies, the RM, the labelers behind it
     steering           contrastive activation addition against sycophancy and hallucination, capability floor
 
+`ladder_and_suites` is the pipeline's evaluation: the ladder and the suites, in two processes side by side.
+
 Not suites, but called by the pipeline with what it trained: alignment_tax.sweep_table
 (the gamma_ptx and beta sweeps) and compute.compute_table (FLOPs per stage).
 
@@ -18,6 +20,8 @@ Example:
     sections = [SUITES[name](ctx) for name in SUITES]
 """
 import time
+from dataclasses import replace
+from functools import partial
 
 from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.alignment_tax import alignment_tax
@@ -52,8 +56,38 @@ def suite_sections(ctx: EvalContext, suites: str, size: str) -> list:
                        "ppo": ctx.policies[f"ppo_{size}"], "ppo_ptx": ctx.policies[f"ppo_ptx_{size}"]},
                       rm=ctx.rm, device=ctx.device, seed=ctx.seed, labeler_seed=ctx.labeler_seed, n=200)
     out = []
-    for name in (list(SUITES) if suites == "all" else suites.split(",")):
+    for name in names_of(suites):
         t = time.time()
         out.append(SUITES[name](sub))
         print(f"suite {name}: {time.time() - t:.0f}s")
     return out
+
+
+BESIDE_LADDER = ("alignment_tax", "hedging")
+"""suites run in the ladder's process, so that the evaluation's two halves take about as long: in the small
+run the ladder took about 60 s on its core and the suites 97 s on theirs, these two 13 s and 5 s of them"""
+
+
+def names_of(suites: str) -> list[str]:
+    """all, none, or comma-separated names -> the suites' names, in SUITES order for all."""
+    return [] if suites == "none" else list(SUITES) if suites == "all" else suites.split(",")
+
+
+def ladder_then(ctx: EvalContext, ladder_args: tuple, suites: str, size: str) -> tuple[list, list]:
+    """(the ladder's sections, then those of the named suites), in one process."""
+    from nanorlhf.evals.ladder import ladder_sections
+    return ladder_sections(ctx, *ladder_args), suite_sections(ctx, suites, size)
+
+
+def ladder_and_suites(ctx: EvalContext, ladder_args: tuple, suites: str, size: str, n_lanes: int) -> list:
+    """The ladder's sections (ladder_sections(ctx, *ladder_args)), then the suites' in report order. On two lanes,
+    the ladder and BESIDE_LADDER's suites run in one process and the other suites in another (nanorlhf/lanes.py),
+    each side loading its own models."""
+    from nanorlhf.lanes import side_by_side
+    names = names_of(suites)
+    first, rest = [n for n in names if n in BESIDE_LADDER], [n for n in names if n not in BESIDE_LADDER]
+    (ladder, heavy), others = side_by_side(
+        [("ladder", partial(ladder_then, replace(ctx, _cache={}), ladder_args, ",".join(first) or "none", size)),
+         ("suites", partial(suite_sections, replace(ctx, _cache={}), ",".join(rest) or "none", size))], n_lanes)
+    by_name = dict(zip(first, heavy)) | dict(zip(rest, others))
+    return ladder + [by_name[n] for n in names]
