@@ -76,8 +76,8 @@ class Config:
     """--suite=preference, reward_features: test prompts (to report) or val prompts (to choose a run or a
     hyperparameter by, or to diagnose one)"""
     samples: int = 4
-    """--suite=preference, ladder, reward_features: responses per prompt and policy; more give a narrower interval (the ladder's
-    verdicts use them, as the pipeline's do)"""
+    """--suite=preference, ladder, reward_features: responses per prompt and policy; more give a narrower
+    interval (the ladder's verdicts use them, as the pipeline's do)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool (another draw of the held-out labelers)"""
     sizes: str = "1m,100k"

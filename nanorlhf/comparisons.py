@@ -133,7 +133,7 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
         ks = [rng.randint(hp.k_min, hp.k_max) for _ in rows]
         print(f"sampling {sum(ks)} completions for {len(rows)} {what} (K = {hp.k_min}..{hp.k_max})")
         return sample_completions(sft, tok, [r["prompt"] for r in rows], ks, max_new_tokens=hp.max_new_tokens,
-                                      temperature=hp.temperature, batch=hp.gen_batch, device=device, seed=seed_,
+                                  temperature=hp.temperature, batch=hp.gen_batch, device=device, seed=seed_,
                                   procs=procs)
 
     train_cmp = None

@@ -34,16 +34,20 @@ def gold_weights(pool) -> dict[str, float]:
     return w
 
 
+def centred(a: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """a (N, ...) as float64 with each group's mean subtracted from its rows (a fixed effect per prompt)."""
+    out = a.astype(np.float64).copy()
+    for g in np.unique(groups):
+        out[groups == g] -= out[groups == g].mean(axis=0)
+    return out
+
+
 def within_prompt_fit(X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Least-squares coefficients of y on X after centring both within each group (a fixed effect per prompt).
+    """Least-squares coefficients of y on X after centring both within each group.
 
     X (N, F), y (N,), groups (N,) of group ids. A feature with no variation inside any group gets 0.
     """
-    Xc, yc = X.astype(np.float64).copy(), y.astype(np.float64).copy()
-    for g in np.unique(groups):
-        m = groups == g
-        Xc[m] -= Xc[m].mean(axis=0)
-        yc[m] -= yc[m].mean()
+    Xc, yc = centred(X, groups), centred(y, groups)
     varied = np.abs(Xc).sum(axis=0) > 1e-12
     coef = np.zeros(X.shape[1])
     coef[varied] = np.linalg.lstsq(Xc[:, varied], yc, rcond=None)[0]
@@ -52,11 +56,7 @@ def within_prompt_fit(X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> np.nd
 
 def within_prompt_corr(a: np.ndarray, b: np.ndarray, groups: np.ndarray) -> float:
     """Pearson correlation of a and b after centring each within its group."""
-    ac, bc = a.astype(np.float64).copy(), b.astype(np.float64).copy()
-    for g in np.unique(groups):
-        m = groups == g
-        ac[m] -= ac[m].mean()
-        bc[m] -= bc[m].mean()
+    ac, bc = centred(a, groups), centred(b, groups)
     den = np.sqrt((ac ** 2).sum() * (bc ** 2).sum())
     return float((ac * bc).sum() / den) if den > 0 else 0.0
 
