@@ -4,11 +4,11 @@
     python pipeline.py --preset=tiny      # the whole chain in about 15 s (the tests run it)
     python pipeline.py --preset=paper --device=cuda
 
-Two sizes at least 10x apart go through every stage; one reward model, from the larger SFT model, serves both
-(as the paper's 6B RM served every policy). On a CPU the stages after the RM, then the evaluation's two halves,
-run in two processes side by side (--lanes; nanorlhf/lanes.py). A stage whose checkpoint, config and inputs are
-unchanged is skipped (nanorlhf/stages.py; --fresh=true redoes all). Writes out/<run>/report.md. --lineage=true
-adds DPO, RLAIF-hybrid PPO and iterated online RLHF (nanorlhf/lineage.py) and the frontier section.
+Two sizes at least 10x apart go through every stage; one reward model, from the larger SFT model, serves both (as
+the paper's 6B RM served every policy). On a CPU the RM's sampling, the stages after the RM, then the evaluation's
+two halves run in two processes side by side (--lanes; nanorlhf/lanes.py). A stage whose checkpoint, config and
+inputs are unchanged is skipped (nanorlhf/stages.py; --fresh=true redoes all). Writes out/<run>/report.md.
+--lineage=true adds DPO, RLAIF-hybrid PPO and iterated online RLHF (nanorlhf/lineage.py) and the frontier section.
 """
 from __future__ import annotations
 
