@@ -152,7 +152,7 @@ def response_logprobs(model, tokens, attention_mask, response_mask, temperature)
 def length_groups(attention_mask, size: int, generator=None) -> list[torch.Tensor]:
     """Row indices in groups of `size`, sorted by real length (random tie-break), the groups in random order."""
     n = attention_mask.sum(1).float()
-    noise = torch.rand(n.shape, generator=generator)
+    noise = torch.rand(n.shape, generator=generator).to(n.device)           # a CPU generator; n may be on a GPU
     order = torch.argsort(n + 0.5 * noise)                                  # ties broken at random
     groups = list(order.split(size))
     perm = torch.randperm(len(groups), generator=generator).tolist()

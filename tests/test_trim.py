@@ -109,6 +109,14 @@ def test_length_groups_cover_every_row_once_with_similar_lengths():
     assert spread < (am.sum(1).max() - am.sum(1).min()).item()
 
 
+def test_length_groups_stay_on_the_masks_device():
+    """A CPU generator's noise meets a mask on the model's device: the meta device stands in for a GPU, and
+    mixing devices there raises as it does on CUDA."""
+    am = torch.ones(16, 4, dtype=torch.long, device="meta")
+    groups = length_groups(am, 4, torch.Generator().manual_seed(0))
+    assert len(groups) == 4 and all(g.device.type == "meta" for g in groups)
+
+
 def test_one_pass_rm_fit_equals_the_per_prompt_fit(stages):
     """The RM fit with a step's completions scored together, in length-sorted passes of 5 rows, follows the
     per-prompt fit's losses."""
