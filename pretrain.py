@@ -173,7 +173,7 @@ def main(cfg: Config) -> dict:
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume)
     step = 0
     if cfg.resume:
-        ck = load_checkpoint(ckpt_path, map_location=device)
+        ck = load_checkpoint(ckpt_path, map_location="cpu")  # RNG states stay CPU tensors; load_state_dict moves
         check_resume_config(ck, config_dict(cfg), ignore=RESUME_IGNORE)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])

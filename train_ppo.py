@@ -129,7 +129,7 @@ def main(cfg: Config) -> dict:
     it = 0
     gen = torch.Generator().manual_seed(cfg.seed)                 # prompts' sampling, minibatch order
     if cfg.resume:
-        ck = load_checkpoint(ckpt_path, map_location=device)
+        ck = load_checkpoint(ckpt_path, map_location="cpu")  # RNG states stay CPU tensors; load_state_dict moves
         check_resume_config(ck, config_dict(cfg), ignore=RESUME_MAY_CHANGE)
         policy.load_state_dict(ck["model"])
         value.load_state_dict(ck["extra"]["value"])

@@ -130,7 +130,8 @@ def rm_scores_by_epoch(model, tok, cfg: Config, device: str) -> dict[int, float]
     rows = fitting(rows, tok, model.cfg.block_size, 48)[:cfg.select_prompts]
     scores = {}
     for e in range(1, cfg.epochs + 1):
-        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{e}.pt"), weights_only=True))
+        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{e}.pt"), map_location=device,
+                                         weights_only=True))
         model.eval()
         texts = sample_responses(model, tok, rows, 48, seed=cfg.seed)
         scores[e] = sum(score_texts(rm, tok, [r["prompt"]], [t], device, rm_ck["extra"]["bias"]).item()
@@ -156,7 +157,7 @@ def main(cfg: Config) -> dict:
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
     epoch, step = 0, 0
     if cfg.resume:
-        ck = load_checkpoint(ckpt_path, map_location=device)
+        ck = load_checkpoint(ckpt_path, map_location="cpu")  # RNG states stay CPU tensors; load_state_dict moves
         check_resume_config(ck, config_dict(cfg), ignore=("resume", "device", "select_by_rm"))
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
@@ -208,7 +209,8 @@ def main(cfg: Config) -> dict:
         scores = rm_scores_by_epoch(model, tok, cfg, device)
         chosen = max(scores, key=scores.get)
         print("RM score by epoch: " + ", ".join(f"{e}: {s:+.3f}" for e, s in scores.items()))
-        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{chosen}.pt"), weights_only=True))
+        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{chosen}.pt"), map_location=device,
+                                         weights_only=True))
         extra["rm_scores"] = {str(k): v for k, v in scores.items()}
     save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                     optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": chosen})

@@ -77,7 +77,7 @@ def set_rng_state(s: dict) -> None:
                          n["has_gauss"], n["gauss"]))
     torch.set_rng_state(s["torch"])
     if s.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(s["cuda"])
+        torch.cuda.set_rng_state_all(s["cuda"][:torch.cuda.device_count()])
 
 
 # -----------------------------------------------------------------------------
@@ -152,7 +152,7 @@ def load_model(path, device: str = "cpu", kind: str = "gpt", dropout: float | No
     """(model, tokenizer, checkpoint) from a stage checkpoint; kind is "gpt" or "scalar"."""
     from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
     from nanorlhf.tokenizer import Tokenizer
-    ck = load_checkpoint(path, map_location=device)
+    ck = load_checkpoint(path, map_location="cpu")  # the network is built on the CPU, then moved
     try:
         mc = dict(ck["extra"]["model_config"])
         tok = Tokenizer.load(ck["extra"]["tokenizer"])
