@@ -36,7 +36,7 @@ from nanorlhf.judge import Judge
 from nanorlhf.lanes import run_lanes
 from nanorlhf.lineage import pipeline_frontier
 from nanorlhf.model import count_params
-from nanorlhf.precision import cpu_name, fast_bfloat16, resolve_dtype
+from nanorlhf.precision import cpu_name, device_name, fast_bfloat16, resolve_dtype
 from nanorlhf.report import stage_flops, write_report
 from nanorlhf.stages import Stages
 from nanorlhf.world import ensure_world
@@ -151,7 +151,7 @@ def main(cfg: Config) -> dict:
     t0 = time.time()
     device = resolve_device(cfg.device)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # each stage's key names the dtype it ran in
-    print(f"dtype {cfg.dtype} on {cpu_name()} (native bfloat16: {fast_bfloat16(device)})")
+    print(f"dtype {cfg.dtype} on {device_name(device)} (native bfloat16: {fast_bfloat16(device)})")
     probe = [speed_probe(device, cfg.dtype)]  # and again at the end: how fast this machine ran today
     print(f"speed probe: a 1m-shape training step at {probe[0]:,.0f} tokens/s")
     run, scale = cfg.run or cfg.preset, cfg.preset
@@ -232,8 +232,8 @@ def main(cfg: Config) -> dict:
     total = time.time() - t0
     truth = next((s.data for s in sections if s.title.startswith("Truthfulness")), None)
     probe.append(speed_probe(device, cfg.dtype))
-    machine = {"cpu": cpu_name(), "dtype": cfg.dtype, "probe_tokens_per_s_start": probe[0],
-               "probe_tokens_per_s_end": probe[1]}
+    machine = {"cpu": cpu_name(), "device": device_name(device), "dtype": cfg.dtype,
+               "probe_tokens_per_s_start": probe[0], "probe_tokens_per_s_end": probe[1]}
     print(f"speed probe: {probe[0]:,.0f} tokens/s at the start, {probe[1]:,.0f} at the end")
     found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"], truth, total / 60, machine)
     write_text(os.path.join(out, "findings.json"), json.dumps(found, indent=1))

@@ -87,7 +87,7 @@ class BenchConfig:
 
 def _sync(device):
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 def interleaved(a, b, reps: int, device: str) -> tuple[float, float]:
@@ -140,7 +140,7 @@ def speed_probe(device: str, dtype: str) -> float:
     """
     b = BenchConfig(reps=3)
     cfg = model_config(b)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):  # manual_seed reseeds the GPUs too
         torch.manual_seed(0)
         return bench_train(cfg, b, dtype, device)["tokens_per_s"]
 

@@ -197,8 +197,10 @@ def heldout_group_eval(sft, tok, judge: Judge, train_cmp: list[dict], val_cmp: l
     for g in range(folds):
         subset = [c for c in train_cmp if c["labeler"] not in groups[g]]
         subset = subset[:max_prompts] if max_prompts > 0 else subset
-        with torch.random.fork_rng(devices=[]):  # the head's init from the seed alone: the same figures whether
-            torch.manual_seed(seed + g)          # the RM stage runs the test or a stage of its own does
+        # the head's init from the seed alone: the same figures whether the RM stage runs the test or a stage of
+        # its own does (manual_seed reseeds the GPUs too, so they are forked as well)
+        with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+            torch.manual_seed(seed + g)
             rm = ScalarHeadModel.from_gpt(sft).to(device)
         print(f"held-out-labeler fold {g + 1}/{folds}: training on {len(subset)} comparisons")
         fit_reward_model(rm, tok, subset, lr=lr, epochs=epochs, batch_prompts=batch_prompts, seed=seed,

@@ -27,6 +27,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from nanorlhf.device import resolve_device
 from nanorlhf.evals.common import pct
 from nanorlhf.evals.context import Section
 from nanorlhf.feedback import PRINCIPLE
@@ -154,7 +155,7 @@ def main(cfg: Config) -> Section:
     from nanorlhf.evals.context import EvalContext
     from nanorlhf.judge import Judge
     ctx = EvalContext(Judge(cfg.data_dir, cfg.labeler_seed), cfg.data_dir, cfg.run_dir, {},
-                      device=cfg.device, labeler_seed=cfg.labeler_seed)
+                      device=resolve_device(cfg.device), labeler_seed=cfg.labeler_seed)
     sec = pipeline_frontier(ctx, cfg.run_dir, cfg.size, cfg.preset, cfg.sweeps)
     write_text(os.path.join(cfg.run_dir, "lineage.md"),
                f"## {sec.title}\n\n{sec.markdown}\n\n![frontier]({sec.figures[0]})\n")

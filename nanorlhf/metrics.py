@@ -84,12 +84,12 @@ def measure_matmul_peak(device: str = "cpu", n: int = 1024, reps: int = 10, dtyp
     for _ in range(3):
         a @ b
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
     t = time.perf_counter()
     for _ in range(reps):
         a @ b
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
     return 2 * n ** 3 * reps / (time.perf_counter() - t)
 
 

@@ -7,7 +7,8 @@ model runs about 1.5-1.7x faster (docs/results.md, speed: `python -m nanorlhf.be
 Sampling's matmuls lose (a decode step's few rows are bound by overhead, and the casts
 add to it), so they stay float32; only its KV cache may be bfloat16 (`cache_dtype`).
 `fast_bfloat16` detects native bfloat16 rather than assume it, and `resolve_dtype` turns
---dtype=auto into bfloat16 or float32 with it; `cpu_name` names the processor beside every timing.
+--dtype=auto into bfloat16 or float32 with it; `cpu_name` names the processor beside every timing
+(`device_name`: the GPU on cuda).
 
 Example:
     with autocast("bfloat16", "cpu"):
@@ -83,6 +84,11 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+
+def device_name(device: str = "cpu") -> str:
+    """What runs the stages: the GPU's name on cuda, else the processor's."""
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name()
+
 def fast_bfloat16(device: str = "cpu") -> bool:
     """Whether bfloat16 matmuls run natively here: a GPU that supports them, or a CPU with AVX512-BF16 or AMX.
 
@@ -90,7 +96,7 @@ def fast_bfloat16(device: str = "cpu") -> bool:
     bfloat16 is emulated and slower than float32.
     """
     if device.startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)  # Ampere on
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])

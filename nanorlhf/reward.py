@@ -224,6 +224,7 @@ def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranki
     comparisons = [c for c in comparisons if any(ranking_to_pairs(r) for r in rankings(c))]
     prompts, texts, ks = comparison_texts(comparisons)
     for c, r in zip(comparisons, score_texts(rm, tok, prompts, texts, device).split(ks)):  # length-sorted passes
+        r = r.tolist()  # one device sync a prompt, not one a pair
         for ranking in rankings(c):
             pairs = ranking_to_pairs(ranking)
             right += sum(int(r[w] > r[l]) for w, l in pairs)
