@@ -128,8 +128,8 @@ def policy_table(ctx, rows, texts: dict, reference: str) -> dict:
         r["flags"] = {k: sum(v) / len(v) for k, v in flags.items()}
         if rm is not None:
             with torch.no_grad():
-                r["rm"] = sum(score_texts(rm[0], rm[1], [row["prompt"]], [x], ctx.device, rm[2]).item()
-                              for row, x in zip(rows, t)) / len(rows)
+                r["rm"] = sum(score_texts(rm[0], rm[1], [row["prompt"] for row in rows], t, ctx.device, rm[2])
+                              .tolist()) / len(rows)  # one batched call: each row scores as alone (tested)
         res[name] = r
     return res
 
