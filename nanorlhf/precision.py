@@ -84,10 +84,10 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-
 def device_name(device: str = "cpu") -> str:
     """What runs the stages: the GPU's name on cuda, else the processor's."""
     return torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name()
+
 
 def fast_bfloat16(device: str = "cpu") -> bool:
     """Whether bfloat16 matmuls run natively here: a GPU that supports them, or a CPU with AVX512-BF16 or AMX.
@@ -96,7 +96,7 @@ def fast_bfloat16(device: str = "cpu") -> bool:
     bfloat16 is emulated and slower than float32.
     """
     if device.startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)  # Ampere on
+        return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)  # Ampere and later
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
