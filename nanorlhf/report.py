@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 
 import torch
 
+from nanorlhf.device import resolve_device
 from nanorlhf.fileio import write_text
+from nanorlhf.precision import device_name
 
 
 def stage_flops(log: dict) -> dict[str, float]:
@@ -55,13 +56,13 @@ def write_report(out: str, flags: dict, big: str, log: dict, sections: list, flo
     """report.md and report.json in out/; flags: the pipeline's config (its header names the non-default ones),
     big: the largest model size, whose stages the compute table sets beside the paper's."""
     md = [f"# nanorlhf report: `{out}`", "",
-          f"`python pipeline.py " + " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
+          "`python pipeline.py " + " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
                                           for k, v in flags.items()
                                           if k in ("preset", "seed", "labeler_seed") or v is True) + "`", "",
           f"This invocation took {seconds / 60:.1f} min; the stages' own wall-clocks (as each last ran, "
           f"reused ones included) add up to {sum(e.get('seconds', 0) for e in log.values()) / 60:.1f} min "
-          f"on {platform.machine()} with {torch.get_num_threads()} torch threads (a stage with fewer ran side by "
-          "side with another: pipeline.py --lanes).", "",
+          f"on {device_name(resolve_device(flags.get('device', 'cpu')))} with {torch.get_num_threads()} torch "
+          "threads (a stage with fewer ran side by side with another: pipeline.py --lanes).", "",
           "## Compute per stage", "", compute_section(log, flops, big), "",
           "## Reward model", "", rm_table(log), ""]
     for s in sections:
