@@ -62,9 +62,10 @@ def autocast(dtype: str, device: str = "cpu"):
 def cache_dtype(dtype: str, device: str = "cpu") -> torch.dtype:
     """The KV cache's dtype for sampling under `dtype`: bfloat16 only where it runs natively, else float32.
 
-    Decoding reads every cached key and value at every step and is bound by those bytes, not by
-    FLOPs: a bfloat16 cache halves them (about 1.2x faster sampling on one core here; docs/results.md,
-    speed section), but PPO's rollouts, whose answers are short, gain about 1 s in 60 here, so
+    Decoding reads every cached key and value at every step: a bfloat16 cache halves those bytes, which
+    gave 1.15-1.2x faster sampling on one core of an Intel Xeon with AMX but 0.8x on an AMD EPYC with
+    AVX512-BF16, where the attention's tiny per-head products cost as much as its bytes (docs/results.md,
+    speed section). PPO's rollouts, whose answers are short, gained about 1 s in 60 on the Intel CPU, so
     train_ppo.py keeps them float32 unless --rollout_cache=bfloat16. The matmuls stay float32: at
     a decode step's few rows bfloat16 gains nothing.
     """
