@@ -8,7 +8,9 @@ import torch
 
 from nanorlhf.checkpoint import save_checkpoint
 from nanorlhf.evals.context import EvalContext
-from nanorlhf.evals.reward_features import gold_weights, reward_features, within_prompt_corr, within_prompt_fit
+from nanorlhf.evals import reward_features as rf
+from nanorlhf.evals.reward_features import (correct_in_place, fact_edit_effect, gold_weights, reward_features,
+                                           within_prompt_corr, within_prompt_fit)
 from nanorlhf.judge import Judge
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
 from nanorlhf.tokenizer import Tokenizer
@@ -76,3 +78,45 @@ def test_reward_features_end_to_end_gives_the_gold_weights_back(tmp_path):
         for f in varied:
             assert abs(d["gold_coef"][f] - w[f]) < 1e-6, (p, f)
     json.dumps(sec.data)
+    assert all(d["fact_edit"]["answers"] == 2 * len(rows) for d in sec.data.values())
+
+
+def _tiny_judge(tmp_path):
+    data = str(tmp_path / "data")
+    write_world(build_world("tiny", 0), data)
+    return Judge(data)
+
+
+def test_correct_in_place_swaps_a_false_value_for_the_true_one_and_changes_nothing_else(tmp_path):
+    """A stated false home becomes the true home: one false fact fewer, the gold up, every feature but the
+    facts' the same; an answer with no false claim, or one whose false value occurs twice, is left alone (None)."""
+    judge = _tiny_judge(tmp_path)
+    w = judge.world
+    c = w.characters[0]
+    wrong = next(p.name for p in w.places if p.name != c.home)
+    row = {**judge.data.prompts["val"][0].to_dict(), "prompt": judge.data.prompts["val"][0].text}
+    text = f"{c.name} lives at {wrong}."
+    fixed = correct_in_place(judge, row, text)
+    assert fixed == f"{c.name} lives at {c.home}."
+    before, after = judge.features(row, text), judge.features(row, fixed)
+    assert (before["false_facts"], after["false_facts"]) == (1.0, 0.0)
+    assert judge.gold(row, fixed) > judge.gold(row, text)
+    assert correct_in_place(judge, row, fixed) is None
+    assert correct_in_place(judge, row, f"{c.name} lives at {wrong}. {wrong} is far.") is None
+
+
+def test_fact_edit_effect_is_the_corrected_answers_score_minus_the_originals(tmp_path, monkeypatch):
+    """With a stand-in RM that scores 1 exactly where the true value is named, every edit raises it by 1
+    (the difference is taken after minus before) and the gold rises; answers with nothing to edit are counted."""
+    judge = _tiny_judge(tmp_path)
+    c = judge.world.characters[0]
+    wrong = next(p.name for p in judge.world.places if p.name != c.home)
+    row = {**judge.data.prompts["val"][0].to_dict(), "prompt": judge.data.prompts["val"][0].text}
+    monkeypatch.setattr(rf, "score_texts", lambda rm, tok, prompts, texts, device, bias:
+                        torch.tensor([float(c.home in t) for t in texts]))
+    ctx = type("Ctx", (), {"judge": judge, "device": "cpu", "reward_model": lambda self: (None, None, 0.0)})()
+    pairs = [(row, f"{c.name} lives at {wrong}."), (row, f"{c.name} lives at {wrong}!"), (row, "Hello.")]
+    e = fact_edit_effect(ctx, pairs)
+    assert (e["answers"], e["with_false_fact"], e["edited"]) == (3, 2, 2)
+    assert e["rm_change"] == 1.0 and e["rm_raised"] == 1.0 and e["rm_change_se"] == 0.0
+    assert e["gold_change"] > 0

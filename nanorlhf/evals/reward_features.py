@@ -11,18 +11,30 @@ feature's RM / gold ratio with the other features'. A feature the RM underpays (
 is one PPO will not learn to avoid; one it overpays is one PPO will buy. Beside them, each policy's
 mean of each feature per answer: what PPO changed, and what that change was worth in gold.
 
+A regression reads correlations: a feature that travels with another inherits its price. So the suite
+also edits answers: in each answer that states a false fact, one false claim's value is replaced by
+the world's true one (`correct_in_place`: one false fact fewer and nothing else the world scores
+changes, checked), and the RM's score of the two versions is compared. A reward model that knows the
+world's facts raises the corrected one; the gold raises it by a false fact's weight.
+
     python evaluate.py --suite=reward_features --split=val \
         --policies=sft=out/small/sft_1m/ckpt.pt,ppo=out/small/ppo_1m/ckpt.pt --rm=out/small/rm/ckpt.pt
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
-from nanorlhf.evals.common import md_table
+from nanorlhf.evals.common import md_table, pct
 from nanorlhf.evals.context import Section
 from nanorlhf.evals.preference import sample_responses
 from nanorlhf.reward import score_texts
+from nanorlhf.world import parse
+
+# what correcting a fact may change beside the false fact itself: the true facts, and whether the task is done
+_EDIT_MAY_CHANGE = ("false_facts", "true_facts", "correct_answer", "attempted")
 
 
 def gold_weights(pool) -> dict[str, float]:
@@ -61,6 +73,47 @@ def within_prompt_corr(a: np.ndarray, b: np.ndarray, groups: np.ndarray) -> floa
     return float((ac * bc).sum() / den) if den > 0 else 0.0
 
 
+def correct_in_place(judge, row: dict, text: str) -> str | None:
+    """text with one false claim's value replaced by the world's true value, or None where none can be.
+
+    Only a stated (not negated) false claim whose value occurs once in the text is edited, and only where
+    the edit leaves one false fact fewer and every other feature the world scores as it was (true facts and
+    the task's own features aside): so the two versions differ in the truth of one claim.
+    """
+    before = judge.features(row, text)
+    if before["false_facts"] < 1:
+        return None
+    for c in parse.claims(judge.world, text):
+        fact = judge.world.fact(c.subject, c.attribute)
+        value = re.compile(rf"\b{re.escape(c.value)}\b")
+        if c.status != "false" or c.negated or fact is None or len(value.findall(text)) != 1:
+            continue
+        edited = value.sub(fact.value, text)
+        after = judge.features(row, edited)
+        if after["false_facts"] == before["false_facts"] - 1 and \
+                all(after[k] == before[k] for k in before if k not in _EDIT_MAY_CHANGE):
+            return edited
+    return None
+
+
+@torch.no_grad()
+def fact_edit_effect(ctx, pairs: list[tuple[dict, str]]) -> dict:
+    """The RM's and the gold's change when one false fact of an answer is corrected in place (correct_in_place)."""
+    rm, rtok, bias = ctx.reward_model()
+    edits = [(r, t, e) for r, t in pairs if (e := correct_in_place(ctx.judge, r, t)) is not None]
+    out = {"answers": len(pairs), "with_false_fact": sum(ctx.judge.features(r, t)["false_facts"] >= 1 for r, t in pairs),
+           "edited": len(edits)}
+    if len(edits) < 2:
+        return out
+    prompts = [r["prompt"] for r, _, _ in edits]
+    before = score_texts(rm, rtok, prompts, [t for _, t, _ in edits], ctx.device, bias).float().cpu().numpy()
+    after = score_texts(rm, rtok, prompts, [e for _, _, e in edits], ctx.device, bias).float().cpu().numpy()
+    d = after - before
+    gold = [ctx.judge.gold(r, e) - ctx.judge.gold(r, t) for r, t, e in edits]
+    return {**out, "rm_change": float(d.mean()), "rm_change_se": float(d.std(ddof=1) / np.sqrt(len(d))),
+            "rm_raised": float((d > 0).mean()), "gold_change": float(np.mean(gold))}
+
+
 @torch.no_grad()
 def policy_features(ctx, name: str, rows: list[dict], samples: int, names: list[str]) -> dict:
     """K = `samples` answers a prompt from one policy: features (N, F), RM scores, gold scores, prompt ids."""
@@ -73,7 +126,7 @@ def policy_features(ctx, name: str, rows: list[dict], samples: int, names: list[
     return {"X": np.array([[f.get(n, 0.0) for n in names] for f in feats]),
             "rm": rm_scores.float().cpu().numpy(),
             "gold": np.array([ctx.judge.gold(r, t) for r, t in pairs]),
-            "groups": np.array([i for _ in range(samples) for i in range(len(rows))])}
+            "groups": np.array([i for _ in range(samples) for i in range(len(rows))]), "pairs": pairs}
 
 
 def reward_features(ctx, rows: list[dict], samples: int = 4) -> Section:
@@ -87,7 +140,8 @@ def reward_features(ctx, rows: list[dict], samples: int = 4) -> Section:
                    "rm_coef": dict(zip(names, within_prompt_fit(d["X"], d["rm"], d["groups"]).tolist())),
                    "gold_coef": dict(zip(names, within_prompt_fit(d["X"], d["gold"], d["groups"]).tolist())),
                    "corr_rm_gold": within_prompt_corr(d["rm"], d["gold"], d["groups"]),
-                   "rm_mean": float(d["rm"].mean()), "gold_mean": float(d["gold"].mean())}
+                   "rm_mean": float(d["rm"].mean()), "gold_mean": float(d["gold"].mean()),
+                   "fact_edit": fact_edit_effect(ctx, d["pairs"])}
     used = [f for f in names if any(abs(data[p]["mean"][f]) > 0 for p in data)]
     means = md_table(["feature", "gold weight"] + [f"{p} per answer" for p in data]
                      + [f"{p} - {first}, in gold" for p in list(data)[1:]],
@@ -97,9 +151,17 @@ def reward_features(ctx, rows: list[dict], samples: int = 4) -> Section:
     coefs = md_table(["feature"] + [f"{p}: {k}" for p in data for k in ("RM", "gold")],
                      [[f] + [f"{data[p][k][f]:+.2f}" for p in data for k in ("rm_coef", "gold_coef")] for f in used])
     corr = "; ".join(f"{p} {data[p]['corr_rm_gold']:.2f}" for p in data)
+    edits = md_table(["policy", "answers with a false fact", "edited", "RM change (se)", "RM raised", "gold change"],
+                     [[p, f"{e['with_false_fact']} of {e['answers']}", str(e["edited"])]
+                      + ([f"{e['rm_change']:+.3f} ({e['rm_change_se']:.3f})", pct(e["rm_raised"]),
+                          f"{e['gold_change']:+.2f}"] if "rm_change" in e else ["", "", ""])
+                      for p, e in ((p, data[p]["fact_edit"]) for p in data)])
     md = (f"{len(rows)} prompts x {samples} answers a policy. Mean feature per answer, and what the change from "
           f"{first} is worth in gold (the feature's change times its gold weight):\n\n{means}\n\n"
           f"Within-prompt least-squares coefficients of the RM's score and of the gold score on the features, "
           f"on each policy's answers (the gold's are its weights, up to features that do not vary):\n\n{coefs}\n\n"
-          f"Within-prompt correlation of the RM's score with the gold: {corr}.")
+          f"Within-prompt correlation of the RM's score with the gold: {corr}.\n\n"
+          f"One false fact corrected in place (its value replaced by the world's true one; nothing else the "
+          f"world scores changes), the RM's score and the gold of the corrected answer minus the original's:"
+          f"\n\n{edits}")
     return Section("What the reward model pays for", md, [], data)
