@@ -116,7 +116,7 @@ def test_fact_edit_effect_is_the_corrected_answers_score_minus_the_originals(tmp
                         torch.tensor([float(c.home in t) for t in texts]))
     ctx = type("Ctx", (), {"judge": judge, "device": "cpu", "reward_model": lambda self: (None, None, 0.0)})()
     pairs = [(row, f"{c.name} lives at {wrong}."), (row, f"{c.name} lives at {wrong}!"), (row, "Hello.")]
-    e = fact_edit_effect(ctx, pairs)
+    e = fact_edit_effect(ctx, pairs, [judge.features(r, t) for r, t in pairs])
     assert (e["answers"], e["with_false_fact"], e["edited"]) == (3, 2, 2)
     assert e["rm_change"] == 1.0 and e["rm_raised"] == 1.0 and e["rm_change_se"] == 0.0
     assert e["gold_change"] > 0

@@ -73,14 +73,15 @@ def within_prompt_corr(a: np.ndarray, b: np.ndarray, groups: np.ndarray) -> floa
     return float((ac * bc).sum() / den) if den > 0 else 0.0
 
 
-def correct_in_place(judge, row: dict, text: str) -> str | None:
+def correct_in_place(judge, row: dict, text: str, before: dict | None = None) -> str | None:
     """text with one false claim's value replaced by the world's true value, or None where none can be.
 
     Only a stated (not negated) false claim whose value occurs once in the text is edited, and only where
     the edit leaves one false fact fewer and every other feature the world scores as it was (true facts and
-    the task's own features aside): so the two versions differ in the truth of one claim.
+    the task's own features aside): so the two versions differ in the truth of one claim. before: the
+    text's features, where the caller has them.
     """
-    before = judge.features(row, text)
+    before = before or judge.features(row, text)
     if before["false_facts"] < 1:
         return None
     for c in parse.claims(judge.world, text):
@@ -97,12 +98,13 @@ def correct_in_place(judge, row: dict, text: str) -> str | None:
 
 
 @torch.no_grad()
-def fact_edit_effect(ctx, pairs: list[tuple[dict, str]]) -> dict:
-    """The RM's and the gold's change when one false fact of an answer is corrected in place (correct_in_place)."""
+def fact_edit_effect(ctx, pairs: list[tuple[dict, str]], feats: list[dict]) -> dict:
+    """The RM's and the gold's change when one false fact of an answer is corrected in place (correct_in_place).
+
+    pairs: (prompt row, answer); feats: each answer's features (judge.features)."""
     rm, rtok, bias = ctx.reward_model()
-    edits = [(r, t, e) for r, t in pairs if (e := correct_in_place(ctx.judge, r, t)) is not None]
-    out = {"answers": len(pairs), "with_false_fact": sum(ctx.judge.features(r, t)["false_facts"] >= 1 for r, t in pairs),
-           "edited": len(edits)}
+    edits = [(r, t, e) for (r, t), f in zip(pairs, feats) if (e := correct_in_place(ctx.judge, r, t, f)) is not None]
+    out = {"answers": len(pairs), "with_false_fact": sum(f["false_facts"] >= 1 for f in feats), "edited": len(edits)}
     if len(edits) < 2:
         return out
     prompts = [r["prompt"] for r, _, _ in edits]
@@ -126,7 +128,7 @@ def policy_features(ctx, name: str, rows: list[dict], samples: int, names: list[
     return {"X": np.array([[f.get(n, 0.0) for n in names] for f in feats]),
             "rm": rm_scores.float().cpu().numpy(),
             "gold": np.array([ctx.judge.gold(r, t) for r, t in pairs]),
-            "groups": np.array([i for _ in range(samples) for i in range(len(rows))]), "pairs": pairs}
+            "groups": np.array([i for _ in range(samples) for i in range(len(rows))]), "pairs": pairs, "feats": feats}
 
 
 def reward_features(ctx, rows: list[dict], samples: int = 4) -> Section:
@@ -141,7 +143,7 @@ def reward_features(ctx, rows: list[dict], samples: int = 4) -> Section:
                    "gold_coef": dict(zip(names, within_prompt_fit(d["X"], d["gold"], d["groups"]).tolist())),
                    "corr_rm_gold": within_prompt_corr(d["rm"], d["gold"], d["groups"]),
                    "rm_mean": float(d["rm"].mean()), "gold_mean": float(d["gold"].mean()),
-                   "fact_edit": fact_edit_effect(ctx, d["pairs"])}
+                   "fact_edit": fact_edit_effect(ctx, d["pairs"], d["feats"])}
     used = [f for f in names if any(abs(data[p]["mean"][f]) > 0 for p in data)]
     means = md_table(["feature", "gold weight"] + [f"{p} per answer" for p in data]
                      + [f"{p} - {first}, in gold" for p in list(data)[1:]],
