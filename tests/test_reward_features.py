@@ -120,3 +120,30 @@ def test_fact_edit_effect_is_the_corrected_answers_score_minus_the_originals(tmp
     assert (e["answers"], e["with_false_fact"], e["edited"]) == (3, 2, 2)
     assert e["rm_change"] == 1.0 and e["rm_raised"] == 1.0 and e["rm_change_se"] == 0.0
     assert e["gold_change"] > 0
+
+
+def test_fact_pairs_add_one_corrected_over_original_pair_after_each_comparison_that_has_one(tmp_path):
+    """experiments/fact_pairs.py: every comparison is kept in order; one with a correctable false completion is
+    followed by a two-way comparison ranking the corrected text first, with one false fact fewer; the result
+    loads as comparisons (the schema train_rm.py checks)."""
+    from experiments.fact_pairs import with_fact_pairs
+    from nanorlhf.comparisons import load_comparisons
+    from nanorlhf.jsonl import write_jsonl
+    judge = _tiny_judge(tmp_path)
+    c = judge.world.characters[0]
+    wrong = next(p.name for p in judge.world.places if p.name != c.home)
+    p = judge.data.prompts["rm"][0]
+    row = {**p.to_dict(), "prompt": p.text}
+    base = {"prompt_id": row["id"], "prompt": row["prompt"], "labeler": "L1", "source": "sim"}
+    cmps = [{**base, "id": "a", "completions": ["Hello.", f"{c.name} lives at {wrong}.", "Hi.", "Yes."],
+             "ranking": [[0], [2], [3], [1]], "likert": [4, 2, 4, 4]},
+            {**base, "id": "b", "completions": ["Hello.", "Hi.", "Yes.", "No."], "ranking": [[0], [1], [2], [3]]}]
+    out = with_fact_pairs(judge, cmps, {row["id"]: row})
+    assert [x["id"] for x in out] == ["a", "a-fact", "b"]
+    pair = out[1]
+    assert pair["completions"] == [f"{c.name} lives at {c.home}.", f"{c.name} lives at {wrong}."]
+    assert pair["ranking"] == [[0], [1]] and "likert" not in pair
+    f0, f1 = (judge.features(row, t)["false_facts"] for t in pair["completions"])
+    assert (f0, f1) == (0.0, 1.0)
+    write_jsonl(str(tmp_path / "c.jsonl"), out)
+    assert len(load_comparisons(str(tmp_path / "c.jsonl"))) == 3
