@@ -5,8 +5,8 @@ The pipeline's reward model scores an answer the same whether one of its claims 
 differ in many ways at once. This writes the pipeline's RM comparisons again, each followed, where
 one of its completions states a false fact that `reward_features.correct_in_place` can correct, by a
 two-way comparison of the corrected completion ranked above the original (a labeler who checks one
-fact; not the pipeline's recipe). Then train
-an RM on it and PPO against that RM with the stage scripts, and measure both:
+fact; not the pipeline's recipe). Then train an RM on it and PPO against that RM with the stage
+scripts, and measure both:
 
     python pipeline.py --preset=small                                   # first, once
     python -m experiments.fact_pairs --run_dir=out/small --out_dir=out/fact_pairs

@@ -81,20 +81,21 @@ def test_reward_features_end_to_end_gives_the_gold_weights_back(tmp_path):
     assert all(d["fact_edit"]["answers"] == 2 * len(rows) for d in sec.data.values())
 
 
-def _tiny_judge(tmp_path):
+def _tiny_case(tmp_path, split="val"):
+    """A tiny world's judge, a prompt row of `split`, a character and a place that is not its home."""
     data = str(tmp_path / "data")
     write_world(build_world("tiny", 0), data)
-    return Judge(data)
+    judge = Judge(data)
+    c = judge.world.characters[0]
+    wrong = next(p.name for p in judge.world.places if p.name != c.home)
+    p = judge.data.prompts[split][0]
+    return judge, {**p.to_dict(), "prompt": p.text}, c, wrong
 
 
 def test_correct_in_place_swaps_a_false_value_for_the_true_one_and_changes_nothing_else(tmp_path):
     """A stated false home becomes the true home: one false fact fewer, the gold up, every feature but the
     facts' the same; an answer with no false claim, or one whose false value occurs twice, is left alone (None)."""
-    judge = _tiny_judge(tmp_path)
-    w = judge.world
-    c = w.characters[0]
-    wrong = next(p.name for p in w.places if p.name != c.home)
-    row = {**judge.data.prompts["val"][0].to_dict(), "prompt": judge.data.prompts["val"][0].text}
+    judge, row, c, wrong = _tiny_case(tmp_path)
     text = f"{c.name} lives at {wrong}."
     fixed = correct_in_place(judge, row, text)
     assert fixed == f"{c.name} lives at {c.home}."
@@ -108,10 +109,7 @@ def test_correct_in_place_swaps_a_false_value_for_the_true_one_and_changes_nothi
 def test_fact_edit_effect_is_the_corrected_answers_score_minus_the_originals(tmp_path, monkeypatch):
     """With a stand-in RM that scores 1 exactly where the true value is named, every edit raises it by 1
     (the difference is taken after minus before) and the gold rises; answers with nothing to edit are counted."""
-    judge = _tiny_judge(tmp_path)
-    c = judge.world.characters[0]
-    wrong = next(p.name for p in judge.world.places if p.name != c.home)
-    row = {**judge.data.prompts["val"][0].to_dict(), "prompt": judge.data.prompts["val"][0].text}
+    judge, row, c, wrong = _tiny_case(tmp_path)
     monkeypatch.setattr(rf, "score_texts", lambda rm, tok, prompts, texts, device, bias:
                         torch.tensor([float(c.home in t) for t in texts]))
     ctx = type("Ctx", (), {"judge": judge, "device": "cpu", "reward_model": lambda self: (None, None, 0.0)})()
@@ -129,11 +127,7 @@ def test_fact_pairs_add_one_corrected_over_original_pair_after_each_comparison_t
     from experiments.fact_pairs import with_fact_pairs
     from nanorlhf.comparisons import load_comparisons
     from nanorlhf.jsonl import write_jsonl
-    judge = _tiny_judge(tmp_path)
-    c = judge.world.characters[0]
-    wrong = next(p.name for p in judge.world.places if p.name != c.home)
-    p = judge.data.prompts["rm"][0]
-    row = {**p.to_dict(), "prompt": p.text}
+    judge, row, c, wrong = _tiny_case(tmp_path, "rm")
     base = {"prompt_id": row["id"], "prompt": row["prompt"], "labeler": "L1", "source": "sim"}
     cmps = [{**base, "id": "a", "completions": ["Hello.", f"{c.name} lives at {wrong}.", "Hi.", "Yes."],
              "ranking": [[0], [2], [3], [1]], "likert": [4, 2, 4, 4]},

@@ -108,9 +108,9 @@ def fact_edit_effect(ctx, pairs: list[tuple[dict, str]], feats: list[dict]) -> d
     if len(edits) < 2:
         return out
     prompts = [r["prompt"] for r, _, _ in edits]
-    before = score_texts(rm, rtok, prompts, [t for _, t, _ in edits], ctx.device, bias).float().cpu().numpy()
-    after = score_texts(rm, rtok, prompts, [e for _, _, e in edits], ctx.device, bias).float().cpu().numpy()
-    d = after - before
+    scores = score_texts(rm, rtok, prompts * 2, [t for _, t, _ in edits] + [e for _, _, e in edits], ctx.device,
+                         bias).float().cpu().numpy()                       # the originals, then the corrected ones
+    d = scores[len(edits):] - scores[:len(edits)]                          # corrected minus original
     gold = [ctx.judge.gold(r, e) - ctx.judge.gold(r, t) for r, t, e in edits]
     return {**out, "rm_change": float(d.mean()), "rm_change_se": float(d.std(ddof=1) / np.sqrt(len(d))),
             "rm_raised": float((d > 0).mean()), "gold_change": float(np.mean(gold))}
