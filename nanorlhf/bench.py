@@ -11,7 +11,8 @@ and each side's median kept, so a machine whose speed drifts moves both alike:
   training step   --dtype autocast (bfloat16 where the CPU has it)   vs  float32
   generation      the KV cache (bfloat16 where native)               vs  the whole prefix every step
                   the same cache                                     vs  a float32 cache
-  PPO iteration   trimmed passes, length-grouped minibatches         vs  full-width passes, random minibatches
+  PPO iteration   prompts sampled in length groups, trimmed passes,  vs  one sampling batch, full-width
+                  length-grouped minibatches                             passes, random minibatches
   RM fit step     length-sorted passes of the step's completions     vs  one forward pass per prompt
 
 The PPO iteration is the pipeline's: 64 episodes, 2 PPO epochs x 2 minibatches, policy, reference,
@@ -185,7 +186,7 @@ def cut_responses(ro: Rollout, lengths: list[int], stop: int, pad: int) -> Rollo
 
 def bench_ppo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
     """Episodes/s of the pipeline's PPO iteration, trimmed and length-grouped against full width and random."""
-    from nanorlhf.experience import length_groups, make_experience, minibatch_loss
+    from nanorlhf.experience import length_groups, make_experience, minibatch_loss, sample_episodes
     from nanorlhf.ppo import PPOConfig
     torch.manual_seed(0)
     policy, ref = GPT(cfg).to(device), GPT(cfg).to(device).eval()
@@ -199,10 +200,10 @@ def bench_ppo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
     real_share = []
 
     def iteration(trim: bool):
-        hp = PPOConfig(trim_padding=trim, group_by_length=trim)
+        hp = PPOConfig(trim_padding=trim, group_by_length=trim, max_new_tokens=b.ppo_new_tokens)
         gen = torch.Generator().manual_seed(0)
         t0 = time.perf_counter()
-        ro = cut_responses(generate(policy, prompts, b.ppo_new_tokens, generator=gen), rlen, stop, 0)  # float32 cache
+        ro = cut_responses(sample_episodes(policy, prompts, hp, gen), rlen, stop, 0)  # float32 cache
         t1 = time.perf_counter()
         with autocast(dtype, device):
             exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=hp.beta, hp=hp)

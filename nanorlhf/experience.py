@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from nanorlhf import ppo
 from nanorlhf.chat import chat_prompt
-from nanorlhf.generate import Rollout, generate
+from nanorlhf.generate import Rollout, generate_in_length_groups
 from nanorlhf.jsonl import PROMPT, read_jsonl
 from nanorlhf.ppo import PPOConfig
 from nanorlhf.precision import round_up
@@ -82,8 +82,18 @@ def rollout(policy, tok, batch: list[dict], hp: PPOConfig, generator, cache_dtyp
     log-probs PPO's ratio needs are recomputed by make_experience either way, so the first ratio is 1.
     """
     ids = [chat_prompt(tok, r["prompt"]) for r in batch]
-    return generate(policy, ids, hp.max_new_tokens, temperature=hp.temperature, stop_token=tok.eot_id,
-                    pad_id=tok.pad_id, generator=generator, cache_dtype=cache_dtype)
+    return sample_episodes(policy, ids, hp, generator, stop_token=tok.eot_id, pad_id=tok.pad_id,
+                           cache_dtype=cache_dtype)
+
+
+def sample_episodes(policy, ids: list[list[int]], hp: PPOConfig, generator, *, stop_token=None, pad_id=0,
+                    cache_dtype=torch.float32) -> Rollout:
+    """Step 1 on token ids: with hp.group_by_length, prompts of similar length sampled minibatch_size at a time
+    (generate_in_length_groups: the same samples as one batch, less decoding over left padding)."""
+    group = hp.minibatch_size if hp.group_by_length else len(ids)
+    return generate_in_length_groups(policy, ids, hp.max_new_tokens, group_size=group, temperature=hp.temperature,
+                                     stop_token=stop_token, pad_id=pad_id, generator=generator,
+                                     cache_dtype=cache_dtype)
 
 
 def rlhf_rewards(score, logprobs, ref_logprobs, response_mask, ended, beta, *, kl_in_reward=True,

@@ -54,12 +54,17 @@ def left_pad(prompts, pad_id):
     return tokens, mask
 
 
+def default_row_seeds(B, generator=None):
+    """One seed per row, (base seed, row index), the base drawn from `generator`: what generate uses by default."""
+    dev = generator.device if generator is not None else None
+    base = int(torch.randint(2**31 - 1, (1,), generator=generator, device=dev))
+    return [base * 1_000_003 + i for i in range(B)]
+
+
 def row_noise(B, N, generator=None, row_seeds=None):
     """Uniform noise (B, N): row i comes from its own Generator, so it does not depend on B."""
     if row_seeds is None:
-        dev = generator.device if generator is not None else None
-        base = int(torch.randint(2**31 - 1, (1,), generator=generator, device=dev))
-        row_seeds = [base * 1_000_003 + i for i in range(B)]  # (base seed, row index)
+        row_seeds = default_row_seeds(B, generator)
     assert len(row_seeds) == B
     return torch.stack([torch.rand(N, generator=torch.Generator().manual_seed(int(s))) for s in row_seeds])
 
@@ -149,6 +154,39 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
             logits = model(tokens[:, :col + 1], attention_mask[:, :col + 1], last_only=True)[:, -1]
     model.train(was_training)
     return Rollout(tokens, attention_mask, response_mask, logprobs, P, stop_token)
+
+
+
+def generate_in_length_groups(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, group_size: int,
+                              generator: torch.Generator | None = None, row_seeds=None, greedy=False, pad_id=0,
+                              **kw) -> Rollout:
+    """generate() on the prompts sorted by length, `group_size` at a time, merged back in the given order.
+
+    Left padding pads every prompt to the batch's longest, and each decode step attends over those columns
+    too; prompts of similar length sampled together carry little of it. Each row's noise comes from its own
+    seed, drawn as one generate() call would draw it, so the rows sample what that call samples (tested) up to
+    float rounding: a matmul over fewer rows may round its last bit otherwise, and a draw that falls on a token's
+    CDF boundary then picks its neighbour (in the pipeline's PPO runs, enough to move win rates within their
+    noise). The rollout's prompt length P is the longest group's; the other groups' rows are left-padded to it.
+    """
+    B = len(prompts)
+    if not greedy and row_seeds is None:
+        row_seeds = default_row_seeds(B, generator)  # the one draw a single call would make
+    order = sorted(range(B), key=lambda i: len(prompts[i]))
+    parts = [order[j:j + group_size] for j in range(0, B, group_size)]
+    rolls = [generate(model, [prompts[i] for i in idx], max_new_tokens, greedy=greedy, pad_id=pad_id,
+                      row_seeds=None if greedy else [row_seeds[i] for i in idx], **kw) for idx in parts]
+    P, N = max(r.prompt_len for r in rolls), max_new_tokens
+    ref = rolls[0].tokens
+    tokens = torch.full((B, P + N), pad_id, dtype=torch.long, device=ref.device)
+    attention_mask, response_mask = torch.zeros_like(tokens), torch.zeros_like(tokens)
+    logprobs = torch.zeros((B, P + N), device=ref.device)
+    for idx, r in zip(parts, rolls):
+        rows, shift = torch.tensor(idx, device=ref.device), P - r.prompt_len  # the group's columns move right
+        for out, part in ((tokens, r.tokens), (attention_mask, r.attention_mask),
+                          (response_mask, r.response_mask), (logprobs, r.logprobs)):
+            out[rows, shift:] = part
+    return Rollout(tokens, attention_mask, response_mask, logprobs, P, rolls[0].stop_token)
 
 # -----------------------------------------------------------------------------
 

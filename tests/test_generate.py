@@ -212,3 +212,39 @@ def test_speed_probe_measures_without_moving_the_run_s_random_stream():
     tokens_per_s = speed_probe("cpu", "float32")
     assert torch.equal(torch.rand(3), want)
     assert tokens_per_s > 0
+
+
+def test_length_groups_sample_what_one_batch_samples_and_draw_the_generator_alike():
+    """generate_in_length_groups (PPO's rollouts): prompts sorted by length and sampled two at a time, merged back
+    in the given order, give the one-batch call's tokens and masks exactly and its log-probs to float rounding,
+    at the same common prompt length; both leave the generator in the same state. Groups of one row and one
+    group of all rows do too, and greedy decoding (no noise drawn) as well."""
+    from nanorlhf.generate import generate_in_length_groups
+    model = tiny_gpt()
+    prompts = PROMPTS + [[20, 21, 22], [23] * 9, [24]]
+    stop = a_stop_token(model, 3)
+    for size in (1, 2, len(prompts)):
+        for greedy in (False, True):
+            g1, g2 = seeded(3), seeded(3)
+            one = generate(model, prompts, 12, stop_token=stop, generator=g1, greedy=greedy)
+            grouped = generate_in_length_groups(model, prompts, 12, group_size=size, stop_token=stop, generator=g2,
+                                                greedy=greedy)
+            assert grouped.prompt_len == one.prompt_len
+            for k in ("tokens", "attention_mask", "response_mask"):
+                assert torch.equal(getattr(grouped, k), getattr(one, k)), (size, greedy, k)
+            assert torch.allclose(grouped.logprobs, one.logprobs, atol=1e-5)
+            assert torch.equal(torch.rand(3, generator=g1), torch.rand(3, generator=g2))
+            if not greedy:  # some rows stopped early and some did not: compaction ran inside the groups
+                assert (one.response_mask.sum(1) < 12).any() and (one.response_mask.sum(1) == 12).any()
+
+
+def test_ppo_samples_the_same_episodes_in_length_groups_as_in_one_batch():
+    """experience.sample_episodes: group_by_length (groups of minibatch_size) changes how the batch is decoded,
+    not what it samples; the whole batch at once is the plain path's."""
+    from nanorlhf.experience import sample_episodes
+    from nanorlhf.ppo import PPOConfig
+    model, prompts = tiny_gpt(), PROMPTS + [[20, 21, 22], [23] * 9]
+    runs = [sample_episodes(model, prompts, PPOConfig(batch_size=5, minibatch_size=2, max_new_tokens=10,
+                                                      group_by_length=g), seeded(4), stop_token=7)
+            for g in (True, False)]
+    assert torch.equal(runs[0].tokens, runs[1].tokens) and torch.equal(runs[0].response_mask, runs[1].response_mask)

@@ -48,8 +48,9 @@ def test_ppo_with_zero_learning_rate_is_the_identity(stages, dtype, monkeypatch)
     import nanorlhf.experience as experience
     import nanorlhf.precision as precision
     monkeypatch.setattr(precision, "fast_bfloat16", lambda device="cpu": True)
-    caches, real = [], experience.generate
-    monkeypatch.setattr(experience, "generate", lambda *a, **k: caches.append(k["cache_dtype"]) or real(*a, **k))
+    caches, real = [], experience.generate_in_length_groups
+    monkeypatch.setattr(experience, "generate_in_length_groups",
+                        lambda *a, **k: caches.append(k["cache_dtype"]) or real(*a, **k))
     res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, f"ppo_lr0_{dtype}", "--lr=0",
                                                                   "--iterations=1", f"--dtype={dtype}",
                                                                   f"--rollout_cache={dtype}")))
