@@ -230,9 +230,10 @@ def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str, it
     if iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
         raise ValueError(f"iterated RLHF splits the {iterations} PPO iterations over {plan.rounds} rounds: "
                          f"choose --ppo_iterations divisible by {plan.rounds}")
-    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, dtype and iterations)
+    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, batch, dtype, iterations)
     shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
-              f"--ppo_lr={cfg.ppo_lr}", f"--ppo_dtype={cfg.dtype}", f"--labeler_seed={cfg.labeler_seed}"]
+              f"--ppo_lr={cfg.ppo_lr}", f"--ppo_batch_size={cfg.ppo_batch}", f"--ppo_dtype={cfg.dtype}",
+              f"--labeler_seed={cfg.labeler_seed}"]
     for name, flags, inputs in (
             (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
                                f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={iterations}"],
