@@ -15,7 +15,7 @@ and each side's median kept, so a machine whose speed drifts moves both alike:
                   length-grouped minibatches                             passes, random minibatches
   RM fit step     length-sorted passes of the step's completions     vs  one forward pass per prompt
 
-The PPO iteration is the pipeline's: 64 episodes, 2 PPO epochs x 2 minibatches, policy, reference,
+The PPO iteration is the pipeline's: 128 episodes, 2 PPO epochs x 4 minibatches, policy, reference,
 RM and value of the model's size, prompts and responses of the world's lengths (prompts 4-72 tokens,
 about 23 on average, left-padded; responses 1-48, about 24). MFU is achieved training FLOP/s (on real
 tokens: model.flops_per_token) over the measured matmul peak of the dtype in use (both peaks printed).
@@ -69,8 +69,8 @@ class BenchConfig:
     "prompt length for generation"
     new_tokens: int = 64
     "tokens sampled per prompt"
-    ppo_batch: int = 64
-    "episodes per PPO iteration"
+    ppo_batch: int = 128
+    "episodes per PPO iteration (the pipeline's)"
     ppo_new_tokens: int = 48
     "longest response of the PPO iteration"
     reps: int = 3
