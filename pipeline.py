@@ -82,11 +82,10 @@ class Config:
     """RM epochs (paper: 1; one underfits at this label budget)"""
     rm_lr: float = 3e-4
     """RM learning rate"""
-    # chosen on the 300 validation prompts (docs/results.md): with 64 episodes an iteration, 1m PPO-ptx won 57.5%
-    # there after 60 iterations and 62.7% after 120 (PPO 62.9% and 63.0%); the same 7,680 episodes and gradient
-    # steps as 60 iterations of 128 won 61.1-63.9% over four PPO seeds against 57.6-63.7% over five as 120 of 64
-    # (seed-1 models), in 20% less time. The 100k model gains nothing from PPO (its SFT model is fitted: 50.0%,
-    # 50.9% and 50.0% there after 20, 40 and 60 iterations of 64), so it runs 15 of 128
+    # chosen on the 300 validation prompts (docs/results.md): in iterations of 64, 1m PPO-ptx won 57.5% after 60 and
+    # 62.7% after 120; those 7,680 episodes as 60 of 128 won 61.1-63.9% over four PPO seeds where 120 of 64 won
+    # 57.6-63.7% over five, 20% faster. The 100k model gains nothing from PPO (50.0%, 50.9%, 50.0% after 20, 40, 60
+    # of 64: its SFT model is fitted), so it runs 15 of 128
     ppo_iterations: str = "1m:60,100k:15"
     """PPO iterations per size, each of --ppo_batch episodes"""
     ppo_batch: int = 128

@@ -16,8 +16,8 @@ and each side's median kept, so a machine whose speed drifts moves both alike:
   RM fit step     length-sorted passes of the step's completions     vs  one forward pass per prompt
 
 The PPO iteration is the pipeline's: 128 episodes, 2 PPO epochs x 4 minibatches, policy, reference,
-RM and value of the model's size, prompts and responses of the world's lengths (prompts 4-72 tokens,
-about 23 on average, left-padded; responses 1-48, about 24). MFU is achieved training FLOP/s (on real
+RM and value of the model's size, prompts and responses of the world's lengths (prompts 4-80 tokens,
+about 25 on average, left-padded; responses 1-48, about 24). MFU is achieved training FLOP/s (on real
 tokens: model.flops_per_token) over the measured matmul peak of the dtype in use (both peaks printed).
 """
 from __future__ import annotations

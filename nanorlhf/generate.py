@@ -156,7 +156,6 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     return Rollout(tokens, attention_mask, response_mask, logprobs, P, stop_token)
 
 
-
 def generate_in_length_groups(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, group_size: int,
                               generator: torch.Generator | None = None, row_seeds=None, greedy=False, pad_id=0,
                               **kw) -> Rollout:

@@ -86,8 +86,7 @@ class PPOConfig:
     trim_padding: bool = True
     """scoring and update passes on packed real tokens, unembedding on response positions only; False: full width"""
     group_by_length: bool = True
-    """prompts of similar length sampled together, and minibatches of episodes of similar length (less padding
-    when trimmed); False: the whole batch sampled at once, minibatches uniformly random"""
+    """prompts sampled, and episodes put in minibatches, by similar length; False: one batch, random minibatches"""
 
     def __post_init__(self):
         check_values(self)  # POSITIVE, NONNEGATIVE, CHOICES below, also when built in code rather than from flags
