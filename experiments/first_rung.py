@@ -83,9 +83,9 @@ def rung(judge, rows: list[dict], upper: list[list[str]], lower: list[list[str]]
 
 def side_stats(judge, rows: list[dict], texts: list[list[str]]) -> dict:
     """Mean gold and the share of answers that attempt the task, over every answer of every prompt."""
-    pairs = [(r, t) for ts in texts for r, t in zip(rows, ts)]
-    return {"gold": sum(judge.gold(r, t) for r, t in pairs) / len(pairs),
-            "attempted": sum(judge.features(r, t)["attempted"] for r, t in pairs) / len(pairs)}
+    feats = [judge.features(r, t) for ts in texts for r, t in zip(rows, ts)]  # parsed once, read twice
+    return {"gold": sum(judge.pool.gold(f) for f in feats) / len(feats),
+            "attempted": sum(f["attempted"] for f in feats) / len(feats)}
 
 
 def main(cfg: Config) -> dict:

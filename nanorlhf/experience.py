@@ -89,7 +89,7 @@ def rollout(policy, tok, batch: list[dict], hp: PPOConfig, generator, cache_dtyp
 def sample_episodes(policy, ids: list[list[int]], hp: PPOConfig, generator, *, stop_token=None, pad_id=0,
                     cache_dtype=torch.float32) -> Rollout:
     """Step 1 on token ids: with hp.group_by_length, prompts of similar length sampled minibatch_size at a time
-    (generate_in_length_groups: the same samples as one batch, less decoding over left padding)."""
+    (generate_in_length_groups: one batch's samples up to float rounding, less decoding over left padding)."""
     group = hp.minibatch_size if hp.group_by_length else len(ids)
     return generate_in_length_groups(policy, ids, hp.max_new_tokens, group_size=group, temperature=hp.temperature,
                                      stop_token=stop_token, pad_id=pad_id, generator=generator,
