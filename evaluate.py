@@ -39,16 +39,16 @@ from typing import ClassVar
 import torch
 
 from nanorlhf.checkpoint import load_model
-from nanorlhf.cli import UsageError, run
-from nanorlhf.config import print_config
 from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
 from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate_over_samples
 from nanorlhf.evals.suites import SUITES
-from nanorlhf.jsonl import PROMPT, read_jsonl
-from nanorlhf.fileio import write_text
-from nanorlhf.judge import Judge
+from nanorlhf.infra.cli import UsageError, run
+from nanorlhf.infra.config import print_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 from nanorlhf.reward import score_texts
-from nanorlhf.device import resolve_device
+from nanorlhf.world.judge import Judge
 
 
 @dataclass
@@ -85,7 +85,7 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("n_prompts", "max_new_tokens", "samples")
     CHOICES: ClassVar[dict] = {"split": ("test", "val"),
                                "suite": ("preference", "knowledge", "ladder", "reward_features", "all", *SUITES)}

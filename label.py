@@ -26,13 +26,13 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from nanorlhf.cli import run
-from nanorlhf.config import ConfigError
-from nanorlhf.jsonl import DEMO, PROMPT, DataError, Field, read_jsonl
-from nanorlhf.labelapp.checks import MODES
-from nanorlhf.labelapp.events import LabelLog, LogError
-from nanorlhf.labelapp.items import build_queue, n_gold
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.config import ConfigError
+from nanorlhf.infra.jsonl import DEMO, PROMPT, Field, read_jsonl
 from nanorlhf.labelapp.agreement import export, report_text
+from nanorlhf.labelapp.checks import MODES
+from nanorlhf.labelapp.events import LabelLog
+from nanorlhf.labelapp.items import build_queue, n_gold
 
 COMPLETIONS = (Field("id", str), Field("prompt", str), Field("completions", list[str], nonempty=False))
 
@@ -90,7 +90,7 @@ class Config:
     verbose: bool = False
     """log every HTTP request to stderr"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("n", "k_min", "k_max", "max_body", "max_new_tokens", "temperature", "gen_batch")
     NONNEGATIVE: ClassVar[tuple] = ("gold_rate", "cutoff", "port")
     CHOICES: ClassVar[dict] = {"instructions": ("train", "eval")}
@@ -105,8 +105,9 @@ def sample_rows(cfg: Config, count: int) -> list[dict]:
     import torch  # only this path needs a model
 
     from nanorlhf.checkpoint import load_model
-    from nanorlhf.comparisons import fitting_prompts, sample_completions
-    from nanorlhf.device import resolve_device
+    from nanorlhf.generate import SamplingConfig
+    from nanorlhf.infra.device import resolve_device
+    from nanorlhf.world.comparisons import fitting_prompts, sample_completions
     device = resolve_device(cfg.device)
     policy, tok, _ = load_model(cfg.policy, device)
     rows = fitting_prompts(cfg.prompts, tok, policy.cfg.block_size, cfg.max_new_tokens, count)
@@ -114,8 +115,9 @@ def sample_rows(cfg: Config, count: int) -> list[dict]:
     ks = [2 if cfg.mode == "pair" else rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
     print(f"sampling {sum(ks)} completions for {len(rows)} prompts from {cfg.policy} ...", flush=True)
     with torch.no_grad():
-        comps = sample_completions(policy, tok, [r["prompt"] for r in rows], ks, max_new_tokens=cfg.max_new_tokens,
-                                   temperature=cfg.temperature, batch=cfg.gen_batch, device=device, seed=cfg.seed)
+        sampling = SamplingConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+        comps = sample_completions(policy, tok, [r["prompt"] for r in rows], ks, sampling, batch=cfg.gen_batch,
+                                   seed=cfg.seed)
     return [dict(r, completions=c) for r, c in zip(rows, comps)]
 
 

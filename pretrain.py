@@ -23,17 +23,17 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.checkpoint import (check_resume_config, file_sha256, load_checkpoint, save_checkpoint,
-                                 seed_everything, set_rng_state)
-from nanorlhf.cli import run
-from nanorlhf.config import config_dict, print_config
-from nanorlhf.device import resolve_device
-from nanorlhf.guard import NonFiniteGuard
+from nanorlhf.checkpoint import check_resume_config, load_checkpoint, save_checkpoint, seed_everything, set_rng_state
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import file_sha256
+from nanorlhf.infra.guard import NonFiniteGuard
+from nanorlhf.infra.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
+from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, split_docs
-from nanorlhf.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
 from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
-from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-from nanorlhf.precision import autocast, resolve_dtype
 from nanorlhf.tokenizer import Tokenizer
 
 
@@ -63,7 +63,7 @@ class Config:
     """attention path: manual (readable) or sdpa (fused)"""
     dtype: str = "float32"
     """float32, bfloat16 autocast for the matmuls (faster on CPUs with AVX512-BF16), or auto: bfloat16 only where
-    native (nanorlhf/precision.py)"""
+    native (nanorlhf/infra/precision.py)"""
     batch_size: int = 16
     """sequences per step"""
     max_steps: int = 3000
@@ -95,7 +95,7 @@ class Config:
     kill_at_step: int = 0
     """for the resume test: SIGKILL this process right after step N's checkpoint (0 = never)"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("vocab_size", "n_layer", "n_head", "n_embd", "block_size", "batch_size", "max_steps",
                                  "lr", "eval_every", "eval_batches", "ckpt_every", "log_every")
     NONNEGATIVE: ClassVar[tuple] = ("dropout", "min_lr", "warmup", "weight_decay", "grad_clip", "kill_at_step")
@@ -207,7 +207,7 @@ def main(cfg: Config) -> dict:
         loss.backward()
         gnorm = clip_grad(model, cfg.grad_clip)
         if not guard.check(loss=loss, grad_norm=gnorm):
-            continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/guard.py)
+            continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/infra/guard.py)
         opt.step()
         step += 1
         losses.append(loss.item())

@@ -18,10 +18,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from nanorlhf.answers import SamplingConfig, answer, is_base, world_prompt, world_scores
 from nanorlhf.checkpoint import load_model
-from nanorlhf.cli import UsageError, run
-from nanorlhf.device import resolve_device
+from nanorlhf.generate import SamplingConfig
+from nanorlhf.infra.cli import UsageError, run
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.world.answers import answer, is_base, world_prompt, world_scores
 
 KINDS = ("gpt", "flan", "sft", "ppo", "ppo_ptx", "dpo")
 
@@ -43,7 +44,9 @@ class Config:
     data_dir: str = ""
     """world data folder for the gold scores (default: the one the checkpoint was trained on)"""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    """how to sample (nanorlhf/answers.py SamplingConfig): each field is a flag"""
+    """how to sample (nanorlhf/generate.py SamplingConfig): each field is a flag"""
+    seed: int = 0
+    """sampling seed: the same seed gives the same answer"""
     labeler_seed: int = 0
     """which held-out labeler gives the Likert rating"""
     device: str = "cpu"
@@ -71,7 +74,7 @@ def ask(models: dict, rm, judge, data_dir: str, prompt: str, cfg: Config) -> lis
     text = row["prompt"] if row is not None else prompt
     out = []
     for name, (model, tok, base) in models.items():
-        a = {"policy": name, "answer": answer(model, tok, text, base=base, hp=cfg.sampling)}
+        a = {"policy": name, "answer": answer(model, tok, text, base=base, hp=cfg.sampling, seed=cfg.seed)}
         if rm is not None:
             a["rm"] = score_texts(rm[0], rm[1], [text], [a["answer"]], rm[3], rm[2]).item()
         if row is not None:
@@ -92,7 +95,7 @@ def show(rows: list[dict]) -> str:
 
 def main(cfg: Config) -> list[list[dict]]:
     import torch
-    from nanorlhf.judge import Judge
+    from nanorlhf.world.judge import Judge
     device = resolve_device(cfg.device)
     models, data_dir = {}, cfg.data_dir
     for name, path in policies(cfg).items():
@@ -120,7 +123,7 @@ def main(cfg: Config) -> list[list[dict]]:
                 continue
             results.append(ask(models, rm, judge, data_dir, line.rstrip("\n"), cfg))
             print(show(results[-1]), flush=True)
-            cfg.sampling.seed += 1  # the next prompt of a session gets fresh noise, reproducibly
+            cfg.seed += 1  # the next prompt of a session gets fresh noise, reproducibly
     return results
 
 

@@ -32,19 +32,19 @@ from typing import ClassVar
 import torch
 
 from nanorlhf import dpo
-from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
-from nanorlhf.cli import run
-from nanorlhf.comparisons import load_comparisons
-from nanorlhf.config import config_dict, print_config
-from nanorlhf.fileio import write_text
-from nanorlhf.jsonl import label_counts
-from nanorlhf.metrics import MetricsLog, Progress, plot_curves
-from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-from nanorlhf.pairs import read_pairs
+from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import file_sha256, write_text
+from nanorlhf.infra.guard import NonFiniteGuard
+from nanorlhf.infra.jsonl import label_counts
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.infra.schemas import DataError
+from nanorlhf.interop.pairs import read_pairs
 from nanorlhf.rankings import usable
-from nanorlhf.schemas import DataError
-from nanorlhf.device import resolve_device
-from nanorlhf.guard import NonFiniteGuard
+from nanorlhf.world.comparisons import load_comparisons
 
 
 @dataclass
@@ -54,7 +54,7 @@ class Config:
     comparisons: str = "out/small/rm/comparisons.jsonl"
     """K-way rankings to fit (the RM's training comparisons)"""
     pairs: str = ""
-    """or fit preference pairs instead: TRL, TRL conversational or Anthropic HH rows (nanorlhf/pairs.py)"""
+    """or fit preference pairs instead: TRL, TRL conversational or Anthropic HH rows (nanorlhf/interop/pairs.py)"""
     val_comparisons: str = "out/small/rm/val_comparisons.jsonl"
     """held-out comparisons for the implicit-reward accuracy ('' to skip)"""
     out_dir: str = "out/small/dpo"
@@ -80,7 +80,7 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("beta", "lr", "epochs", "batch_prompts", "val_prompts", "log_every")
     NONNEGATIVE: ClassVar[tuple] = ("max_steps", "grad_clip")
 
@@ -125,7 +125,7 @@ def main(cfg: Config) -> dict:
             loss.backward()
             gnorm = clip_grad(policy, cfg.grad_clip)
             if not guard.check(loss=loss, grad_norm=gnorm):
-                continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/guard.py)
+                continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/infra/guard.py)
             opt.step()
             step += 1
             # 4. log: the loss, and the implicit reward beta * log(pi / pi_ref) of chosen vs rejected

@@ -31,21 +31,21 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 
-from nanorlhf.checkpoint import file_sha256, load_model, save_checkpoint, seed_everything
-from nanorlhf.comparisons import (CollectConfig, collect_comparisons, heldout_group_eval, labeler_agreement,
-                                  load_comparisons)
-from nanorlhf.cli import UsageError, run
-from nanorlhf.config import config_dict, print_config
-from nanorlhf.device import resolve_device
-from nanorlhf.fileio import write_text
-from nanorlhf.jsonl import DEMO, read_jsonl
-from nanorlhf.judge import Judge
-from nanorlhf.metrics import MetricsLog, plot_curves
+from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
+from nanorlhf.evals.heldout import heldout_group_eval
+from nanorlhf.infra.cli import UsageError, run
+from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import file_sha256, write_text
+from nanorlhf.infra.jsonl import DEMO, read_jsonl
+from nanorlhf.infra.metrics import MetricsLog, plot_curves
+from nanorlhf.infra.precision import autocast, resolve_dtype
+from nanorlhf.interop.pairs import read_pairs
 from nanorlhf.model import ScalarHeadModel, flops_per_token
-from nanorlhf.pairs import read_pairs
-from nanorlhf.precision import autocast, resolve_dtype
 from nanorlhf.rankings import comparisons_to_two_way
-from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
+from nanorlhf.reward import RewardConfig, demo_bias, fit_reward_model, ranking_accuracy
+from nanorlhf.world.comparisons import CollectConfig, collect_comparisons, labeler_agreement, load_comparisons
+from nanorlhf.world.judge import Judge
 
 
 @dataclass
@@ -61,7 +61,8 @@ class Config:
     comparisons: str = ""
     """reuse these comparisons (JSONL) instead of sampling and labeling anew"""
     pairs: str = ""
-    """or train on preference pairs: TRL, TRL conversational or Anthropic HH rows (nanorlhf/pairs.py), each K = 2"""
+    """or train on preference pairs: TRL, TRL conversational or Anthropic HH rows (nanorlhf/interop/pairs.py),
+    each K = 2"""
     human_labels: str = ""
     """labeling logs from label.py (comma-separated) whose comparisons join the training set"""
     human_weight: float = 1.0
@@ -69,18 +70,12 @@ class Config:
     human_only: bool = False
     """train on the human comparisons alone (validation stays on the simulated labelers)"""
     collect: CollectConfig = field(default_factory=CollectConfig)
-    """how comparisons are collected (nanorlhf/comparisons.py CollectConfig): each field is a flag"""
-    batch_prompts: int = 8
-    """prompts (each with all its K completions) per gradient step"""
-    kway_batch: bool = True
-    """each prompt's C(K, 2) pairs in one batch element (paper); False shuffles the pairs as separate items"""
-    lr: float = 1e-3
-    """learning rate (cosine decay to lr/10)"""
-    epochs: int = 1
-    """passes over the comparisons (paper: 1; more overfits)"""
+    """how comparisons are collected (nanorlhf/world/comparisons.py CollectConfig): each field is a flag"""
+    rm: RewardConfig = field(default_factory=RewardConfig)
+    """the RM fit's hyperparameters (nanorlhf/reward.py RewardConfig): each field is a flag"""
     dtype: str = "float32"
     """float32, bfloat16 autocast, or auto (bfloat16 only where native), for the RM's training and scoring
-    passes (nanorlhf/precision.py)"""
+    passes (nanorlhf/infra/precision.py)"""
     heldout_folds: int = 1
     """labeler groups to hold out in turn for the held-out-labeler test (0 = skip, 5 = all)"""
     heldout_prompts: int = 0
@@ -90,7 +85,7 @@ class Config:
     earlier run's; pipeline.py runs it as a stage of its own, beside PPO), writing out_dir/heldout.json"""
     procs: int = 1
     """CPU processes, one core each, that sample the completions (the same samples for any number;
-    nanorlhf/comparisons.py sample_completions)"""
+    nanorlhf/world/comparisons.py sample_completions)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
     seed: int = 0
@@ -98,8 +93,8 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("batch_prompts", "lr", "epochs", "human_weight", "procs")
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ("human_weight", "procs")
     NONNEGATIVE: ClassVar[tuple] = ("heldout_folds", "heldout_prompts")
 
     PRESETS: ClassVar[dict] = {
@@ -130,7 +125,7 @@ def main(cfg: Config) -> dict:
 
     # 1-2. sample K completions per prompt and have one training labeler rank them
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
-    train_cmp, val_cmp = collect_comparisons(sft, tok, judge, cfg.data_dir, cfg.out_dir, cfg.collect, cfg.seed, device,
+    train_cmp, val_cmp = collect_comparisons(sft, tok, judge, cfg.data_dir, cfg.out_dir, cfg.collect, cfg.seed,
                                              only_val=given is not None, procs=cfg.procs)
     train_cmp = given if given is not None else train_cmp
     if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
@@ -144,14 +139,13 @@ def main(cfg: Config) -> dict:
 
     # 3. the RM: SFT trunk + scalar head, one epoch, each prompt's K-way ranking one batch element
     fit_cmp = train_cmp  # what the optimiser sees; train_cmp stays one row per ranked prompt (the label count)
-    if not cfg.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
+    if not cfg.rm.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
         fit_cmp = comparisons_to_two_way(train_cmp)
         print(f"kway_batch=false: {len(fit_cmp)} pairs shuffled as separate comparisons")
     rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
     with autocast(cfg.dtype, device):  # sampling above stays float32
-        fit_reward_model(rm, tok, fit_cmp, lr=cfg.lr, epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
-                         seed=cfg.seed, device=device, log=log)
+        fit_reward_model(rm, tok, fit_cmp, cfg.rm, seed=cfg.seed, log=log)
 
         # 4. bias: labelers' demonstrations score 0 on average (paper §3.5)
         demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
@@ -166,9 +160,9 @@ def main(cfg: Config) -> dict:
               f"(labelers agree with each other on {report['labeler_agreement']:.3f} of the same pairs; "
               f"ratio {report['val_accuracy'] / report['labeler_agreement']:.2f})")
         if cfg.heldout_folds > 0 and given is None:
-            report["heldout"] = heldout_group_eval(sft, tok, judge, train_cmp, val_cmp, cfg.heldout_folds, lr=cfg.lr,
-                                                   epochs=cfg.epochs, batch_prompts=cfg.batch_prompts,
-                                                   seed=cfg.seed, device=device, max_prompts=cfg.heldout_prompts)
+            report["heldout"] = heldout_group_eval(sft, tok, judge, (train_cmp, val_cmp), cfg.rm,
+                                                   folds=cfg.heldout_folds, seed=cfg.seed,
+                                                   max_prompts=cfg.heldout_prompts)
     plot_curves(log.read(), ["rm/loss", "rm/accuracy"], os.path.join(cfg.out_dir, "curves.png"), title="reward model")
     extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
@@ -177,7 +171,7 @@ def main(cfg: Config) -> dict:
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     # FLOPs: sampling (forward only, 1/3 of training per token) plus one training pass per epoch
     n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in fit_cmp for x in c["completions"])
-    flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if given is not None else 1 / 3) + cfg.epochs)
+    flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if given is not None else 1 / 3) + cfg.rm.epochs)
     print(f"done: bias {bias:+.3f} -> {ckpt}")
     return {"report": report, "ckpt": ckpt, "rm": rm, "bias": bias, "flops": flops}
 
@@ -188,9 +182,8 @@ def heldout_only(cfg: Config, sft, tok, device) -> dict:
     val_cmp = load_comparisons(os.path.join(os.path.dirname(cfg.comparisons), "val_comparisons.jsonl"))
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     with autocast(cfg.dtype, device):
-        heldout = heldout_group_eval(sft, tok, judge, train_cmp, val_cmp, cfg.heldout_folds, lr=cfg.lr,
-                                     epochs=cfg.epochs, batch_prompts=cfg.batch_prompts, seed=cfg.seed,
-                                     device=device, max_prompts=cfg.heldout_prompts)
+        heldout = heldout_group_eval(sft, tok, judge, (train_cmp, val_cmp), cfg.rm, folds=cfg.heldout_folds,
+                                     seed=cfg.seed, max_prompts=cfg.heldout_prompts)
     os.makedirs(cfg.out_dir, exist_ok=True)
     write_text(os.path.join(cfg.out_dir, "heldout.json"), json.dumps(heldout, indent=1))
     return {"heldout": heldout}

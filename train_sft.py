@@ -25,19 +25,20 @@ from typing import ClassVar
 import torch
 
 from nanorlhf.chat import chat_example, fits
-from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, file_sha256, load_checkpoint, load_model,
+from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, load_checkpoint, load_model,
                                  save_checkpoint, seed_everything, set_rng_state)
-from nanorlhf.cli import run
-from nanorlhf.config import config_dict, print_config
-from nanorlhf.jsonl import DEMO, read_jsonl
-from nanorlhf.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import file_sha256
+from nanorlhf.infra.guard import NonFiniteGuard
+from nanorlhf.infra.jsonl import DEMO, read_jsonl
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+from nanorlhf.infra.precision import autocast, resolve_dtype
+from nanorlhf.infra.schemas import DataError
 from nanorlhf.model import flops_per_token
-from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-from nanorlhf.precision import autocast, resolve_dtype
-from nanorlhf.schemas import DataError
 from nanorlhf.sft import collate, sft_loss
-from nanorlhf.device import resolve_device
-from nanorlhf.guard import NonFiniteGuard
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Config:
     dropout: float = 0.2
     """residual dropout while fine-tuning (paper: 0.2)"""
     dtype: str = "float32"
-    """float32, bfloat16 autocast, or auto (bfloat16 only where native), for the matmuls (nanorlhf/precision.py)"""
+    """float32, bfloat16 autocast, or auto (bfloat16 only where native), for the matmuls (nanorlhf/infra/precision.py)"""
     grad_clip: float = 1.0
     """global gradient-norm clip"""
     val_every: int = 20
@@ -81,7 +82,7 @@ class Config:
     resume: bool = False
     """continue from out_dir/ckpt.pt after the last finished epoch"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("epochs", "batch_size", "lr", "val_every", "select_prompts")
     NONNEGATIVE: ClassVar[tuple] = ("warmup", "weight_decay", "dropout", "grad_clip")
 
@@ -123,7 +124,7 @@ def val_loss(model, val, cfg: Config, pad_id: int, device: str) -> float:
 def rm_scores_by_epoch(model, tok, cfg: Config, device: str) -> dict[int, float]:
     """Mean RM score of each epoch's samples on validation prompts (paper §3.5: how SFT is chosen)."""
     from nanorlhf.evals.preference import fitting, sample_responses
-    from nanorlhf.jsonl import PROMPT
+    from nanorlhf.infra.jsonl import PROMPT
     from nanorlhf.reward import score_texts
     rm, _, rm_ck = load_model(cfg.select_by_rm, device, kind="scalar")
     rows = read_jsonl(os.path.join(cfg.data_dir, "val_prompts.jsonl"), PROMPT)
@@ -188,7 +189,7 @@ def main(cfg: Config) -> dict:
             loss.backward()
             gnorm = clip_grad(model, cfg.grad_clip)
             if not guard.check(loss=loss, grad_norm=gnorm):
-                continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/guard.py)
+                continue  # a non-finite step is skipped; 3 in a row stop the run (nanorlhf/infra/guard.py)
             opt.step()
             step += 1
             tokens += int(am.sum())  # real tokens: the padding is not counted as work

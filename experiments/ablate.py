@@ -22,21 +22,23 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import train_ppo
 import train_rm
 import train_sft
-from nanorlhf.cli import run
-from nanorlhf.config import parse_config, print_config
 from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
 from nanorlhf.evals.context import EvalContext
-from nanorlhf.fileio import write_text
-from nanorlhf.judge import Judge
-from nanorlhf.frontier import Run, measure
-from nanorlhf.experience import diagnose
-from nanorlhf.stages import Stages
+from nanorlhf.evals.frontier import Run, measure
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.config import parse_config, print_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.stages import Stages
+from nanorlhf.ppo import diagnose
+from nanorlhf.recipe import Recipe
+from nanorlhf.world.judge import Judge
 
 # (name, the detail switched, stage whose flags change, flags)
 ABLATIONS = [
@@ -75,12 +77,9 @@ class Config:
     """world data folder"""
     out_dir: str = "out/small/ablate"
     """where each row's run folder, the table and the figure go"""
-    iterations: int = 40
-    """PPO iterations per row (docs/details.md's table was measured at 40; the pipeline runs 120 at 1m)"""
-    beta: float = 0.1
-    """KL coefficient of every row (the pipeline's)"""
-    sft_epochs: int = 6
-    """SFT epochs of the SFT row (the pipeline's)"""
+    recipe: Recipe = field(default_factory=Recipe)
+    """the pipeline run's recipe (nanorlhf/recipe.py): the baseline row is its PPO at --size, and every other row
+    changes one flag of it; give the pipeline run's own flags here when it was run with any"""
     n_eval: int = 200
     """test prompts per measurement"""
     only: str = ""
@@ -98,36 +97,44 @@ class Config:
     train_only: bool = False
     """train the rows and stop (to split rows over processes with --only; a later full run measures)"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("iterations", "beta", "sft_epochs", "n_eval")
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ("n_eval",)
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(run_dir="out/tiny", size="a", data_dir="data/tiny", out_dir="out/tiny/ablate", iterations=2,
-                     sft_epochs=1, n_eval=16, doc=""),
-        "small": dict(),
+        "tiny": dict(run_dir="out/tiny", size="a", data_dir="data/tiny", out_dir="out/tiny/ablate", n_eval=16, doc="",
+                     **Recipe.PRESETS["tiny"]),
+        "small": dict(**Recipe.PRESETS["small"]),
     }
 
 
-def train_row(cfg: Config, st: Stages, name: str, stage: str, flags: list[str]) -> str:
-    """Train one row; returns its policy checkpoint."""
-    run, out = cfg.run_dir, cfg.out_dir
-    preset = "--preset=" + ("tiny" if "tiny" in cfg.data_dir else "small")
-    common = [preset, f"--device={cfg.device}", f"--data_dir={cfg.data_dir}"]
+def row_config(cfg: Config, name: str, stage: str, flags: list[str]):
+    """The config of one row's stage: the pipeline's own (its recipe at --size, from its checkpoints) with the row's
+    flags on top. stage "sft" and "rm" rows retrain that stage (the RM on the pipeline's comparisons); the PPO of an
+    "rm" row is row_config(cfg, name, "ppo", []) against the retrained RM."""
+    run, out, r = cfg.run_dir, cfg.out_dir, cfg.recipe.resolved(resolve_device(cfg.device))
+    common = ["--preset=" + ("tiny" if "tiny" in cfg.data_dir else "small"), f"--device={cfg.device}",
+              f"--seed={cfg.seed}", f"--data_dir={cfg.data_dir}", f"--out_dir={out}/{name}"]
     sft, rm = f"{run}/sft_{cfg.size}/ckpt.pt", f"{run}/rm/ckpt.pt"
-    if stage == "sft":  # the SFT row is measured as a policy itself
-        sc = parse_config(train_sft.Config, common + [f"--base={run}/base_{cfg.size}/ckpt.pt",
-                                                      f"--epochs={cfg.sft_epochs}", f"--out_dir={out}/{name}", *flags])
-        st.run(name, train_sft.main, sc, [sc.base], f"{out}/{name}/ckpt.pt")
-        return f"{out}/{name}/ckpt.pt"
-    if stage == "rm":  # retrain the RM on the same comparisons, then PPO against it
-        rc = parse_config(train_rm.Config, common + [f"--sft={sft}", f"--comparisons={run}/rm/comparisons.jsonl",
-                                                     f"--out_dir={out}/{name}_rm", *flags])
-        st.run(f"{name}_rm", train_rm.main, rc, [sft, rc.comparisons], f"{out}/{name}_rm/ckpt.pt")
-        rm, flags = f"{out}/{name}_rm/ckpt.pt", []
-    pc = parse_config(train_ppo.Config, common + [f"--sft={sft}", f"--rm={rm}", f"--out_dir={out}/{name}",
-                                                  f"--iterations={cfg.iterations}", f"--beta={cfg.beta}", *flags])
-    st.run(name, train_ppo.main, pc, [sft, rm], f"{out}/{name}/ckpt.pt")
-    return f"{out}/{name}/ckpt.pt"
+    if stage == "sft":
+        return parse_config(train_sft.Config, common + [f"--base={run}/base_{cfg.size}/ckpt.pt",
+                                                        *r.sft_flags(cfg.size), *flags])
+    if stage == "rm":
+        return parse_config(train_rm.Config, common[:-1] + [f"--sft={sft}", f"--comparisons={run}/rm/comparisons.jsonl",
+                                                            f"--out_dir={out}/{name}_rm", *r.rm_flags(), *flags])
+    return parse_config(train_ppo.Config, common + [f"--sft={sft}", f"--rm={rm}", *r.ppo_flags(cfg.size), *flags])
+
+
+def train_row(cfg: Config, st: Stages, name: str, stage: str, flags: list[str]) -> str:
+    """Train one row; returns its policy checkpoint (an SFT row is measured as a policy itself)."""
+    c = row_config(cfg, name, stage, flags)
+    if stage == "sft":
+        st.run(name, train_sft.main, c, [c.base], f"{c.out_dir}/ckpt.pt")
+        return f"{c.out_dir}/ckpt.pt"
+    if stage == "rm":
+        st.run(f"{name}_rm", train_rm.main, c, [c.sft, c.comparisons], f"{c.out_dir}/ckpt.pt")
+        c = replace(row_config(cfg, name, "ppo", []), rm=f"{c.out_dir}/ckpt.pt")
+    st.run(name, train_ppo.main, c, [c.sft, c.rm], f"{c.out_dir}/ckpt.pt")
+    return f"{c.out_dir}/ckpt.pt"
 
 
 def stability(folder: str) -> dict:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nanorlhf.cli import run
-from nanorlhf.comparisons import load_comparisons
 from nanorlhf.evals.reward_features import correct_in_place
-from nanorlhf.jsonl import PROMPT, read_jsonl, write_jsonl
-from nanorlhf.judge import Judge
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl, write_jsonl
+from nanorlhf.world.comparisons import load_comparisons
+from nanorlhf.world.judge import Judge
 
 
 @dataclass

@@ -21,14 +21,14 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from nanorlhf.checkpoint import load_model
 from nanorlhf.chat import chat_prompt
-from nanorlhf.cli import run
+from nanorlhf.checkpoint import load_model
 from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.ladder import base_responses, few_shots
 from nanorlhf.evals.preference import win_rate_over_samples
-from nanorlhf.jsonl import PROMPT, read_jsonl
-from nanorlhf.judge import Judge
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl
+from nanorlhf.world.judge import Judge
 
 GATED = ("length_score", "constraints")  # the features that describe an answer's form, not whether it answers
 

@@ -8,19 +8,19 @@ up with the policy's own samples. Each round here:
   1. collect  K = 4..9 samples of the CURRENT policy for fresh RM prompts, ranked by one
               simulated training labeler each (prompts_per_round: the label budget per round);
               with ai_pairs_per_round > 0, also harmlessness pairs of the current policy labeled
-              by the feedback model (nanorlhf/feedback.py; Constitutional AI / RLAIF)
+              by the feedback model (nanorlhf/world/feedback.py; Constitutional AI / RLAIF)
   2. fit      the preference model on ALL comparisons so far, fine-tuned from the last
               round's (from the SFT trunk in round 1); the bias re-centred on demonstrations
-  3. PPO      ppo_iterations more iterations of train_ppo.main from the current policy
+  3. PPO      round_iterations more iterations of train_ppo.main from the current policy
               against the new PM; the KL reference stays pi_SFT throughout
 
 Three runs of the lineage are this one loop with different flags:
 
     python -m experiments.iterated --preset=small                                    # iterated: 3 rounds x 100 prompts
-    python -m experiments.iterated --preset=small --rounds=1 --prompts_per_round=300 --ppo_iterations=60 \\
+    python -m experiments.iterated --preset=small --rounds=1 --prompts_per_round=300 --round_iterations=60 \\
         --out_dir=out/small/upfront          # the same budget spent once up front (= train_rm --max_prompts=300, then PPO)
     python -m experiments.iterated --preset=small --rounds=1 --prompts_per_round=0 --ai_pairs_per_round=600 \\
-        --comparisons=out/small/rm/comparisons.jsonl --ppo_iterations=60 --out_dir=out/small/rlaif   # RLAIF hybrid PM
+        --comparisons=out/small/rm/comparisons.jsonl --round_iterations=60 --out_dir=out/small/rlaif   # RLAIF hybrid PM
 
 `python pipeline.py --preset=small --lineage=true` runs two of them as stages from its own sft_1m and
 RM (`train_lineage` below): rlaif_1m (600 AI pairs beside the RM's comparisons, the pipeline's PPO
@@ -37,26 +37,27 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 
 import train_dpo
 import train_ppo
-from nanorlhf import feedback
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
-from nanorlhf.comparisons import label, load_comparisons, sample_completions
-from nanorlhf.cli import run
-from nanorlhf.config import config_dict, parse_config, print_config
-from nanorlhf.fileio import write_text
-from nanorlhf.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
-from nanorlhf.judge import Judge
-from nanorlhf.lineage import PLANS
+from nanorlhf.evals.lineage import PLANS
+from nanorlhf.generate import SamplingConfig
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.config import config_dict, parse_config, print_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.jsonl import COMPARISON, DEMO, label_counts, read_jsonl, write_jsonl
 from nanorlhf.model import ScalarHeadModel
-from nanorlhf.ppo import PPOConfig
-from nanorlhf.reward import demo_bias, fit_reward_model, ranking_accuracy
-from nanorlhf.experience import PromptSampler
-from nanorlhf.device import resolve_device
+from nanorlhf.recipe import Recipe
+from nanorlhf.reward import RewardConfig, demo_bias, fit_reward_model, ranking_accuracy
+from nanorlhf.rollout import PromptSampler
+from nanorlhf.world import feedback
+from nanorlhf.world.comparisons import label, load_comparisons, sample_completions
+from nanorlhf.world.judge import Judge
 
 
 @dataclass
@@ -89,24 +90,16 @@ class Config:
     """sampling temperature"""
     gen_batch: int = 64
     """sequences generated at once"""
-    rm_lr: float = 3e-4
-    """PM learning rate"""
-    rm_epochs: int = 1
-    """passes over all comparisons so far, per round"""
+    recipe: Recipe = field(default_factory=Recipe)
+    """the pipeline's recipe (nanorlhf/recipe.py): the PM's learning rate, PPO's batch, lr, beta and dtype"""
+    pm_epochs: int = 1
+    """passes over all comparisons so far, per round (the PM continues from last round's)"""
     batch_prompts: int = 8
     """prompts (each with all its completions) per PM step"""
-    ppo_iterations: int = 20
-    """PPO iterations per round"""
-    ppo_batch_size: int = 64
-    """episodes per PPO iteration"""
+    round_iterations: int = 20
+    """PPO iterations per round (3 rounds of 20: the recipe's 60 at 1m, split)"""
     ppo_minibatch_size: int = 32
-    """episodes per PPO gradient step"""
-    ppo_lr: float = 1e-4
-    """PPO learning rate"""
-    beta: float = 0.02
-    """KL penalty coefficient (paper: 0.02)"""
-    ppo_dtype: str = "float32"
-    """float32, bfloat16 autocast, or auto (bfloat16 where native) for PPO's scoring and update passes"""
+    """episodes per PPO gradient step (train_ppo.py's)"""
     labeler_seed: int = 0
     """seed of the simulated labeler pool"""
     seed: int = 0
@@ -114,29 +107,30 @@ class Config:
     device: str = "cpu"
     """cpu, cuda, or auto"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("rounds", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch", "rm_lr",
-                                 "rm_epochs", "batch_prompts", "ppo_iterations", "ppo_batch_size",
-                                 "ppo_minibatch_size", "ppo_lr", "beta")
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ("rounds", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch",
+                                 "pm_epochs", "batch_prompts", "round_iterations", "ppo_minibatch_size")
     NONNEGATIVE: ClassVar[tuple] = ("prompts_per_round", "ai_pairs_per_round")
-    CHOICES: ClassVar[dict] = {"ppo_dtype": ("float32", "bfloat16", "auto")}
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/iterated", rounds=2,
                      prompts_per_round=4, k_max=5, max_new_tokens=16, gen_batch=32, batch_prompts=4,
-                     ppo_iterations=1, ppo_batch_size=8, ppo_minibatch_size=4),
-        "small": dict(),
+                     round_iterations=1, ppo_minibatch_size=4, **Recipe.PRESETS["tiny"]),
+        "small": dict(**Recipe.PRESETS["small"]),
     }
 
 
 def ppo_config(cfg: Config, rm: str, r: int) -> train_ppo.Config:
-    """Round r's PPO: resume the one PPO run (policy, value, optimiser, prompt order) against a new PM."""
-    hp = PPOConfig(batch_size=cfg.ppo_batch_size, minibatch_size=cfg.ppo_minibatch_size, lr=cfg.ppo_lr,
-                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, beta=cfg.beta)
-    return train_ppo.Config(sft=cfg.sft, rm=rm, data_dir=cfg.data_dir, out_dir=os.path.join(cfg.out_dir, "ppo"),
-                            iterations=(r + 1) * cfg.ppo_iterations, ppo=hp, dtype=cfg.ppo_dtype,
-                            save_every=cfg.ppo_iterations, log_every=max(1, cfg.ppo_iterations // 4),
-                            seed=cfg.seed, device=cfg.device, resume=r > 0)
+    """Round r's PPO: resume the one PPO run (policy, value, optimiser, prompt order) against a new PM, with the
+    recipe's PPO (its batch, lr, beta and dtype) at this study's length, temperature and minibatch."""
+    recipe = cfg.recipe.resolved(resolve_device(cfg.device))
+    flags = [*recipe.ppo_hparams(), f"--minibatch_size={cfg.ppo_minibatch_size}",
+             f"--max_new_tokens={cfg.max_new_tokens}", f"--temperature={cfg.temperature}"]
+    return parse_config(train_ppo.Config, flags + [
+        f"--sft={cfg.sft}", f"--rm={rm}", f"--data_dir={cfg.data_dir}", f"--out_dir={os.path.join(cfg.out_dir, 'ppo')}",
+        f"--iterations={(r + 1) * cfg.round_iterations}", f"--save_every={cfg.round_iterations}",
+        f"--log_every={max(1, cfg.round_iterations // 4)}", f"--seed={cfg.seed}", f"--device={cfg.device}",
+        f"--resume={r > 0}"])
 
 
 def main(cfg: Config) -> dict:
@@ -154,7 +148,8 @@ def main(cfg: Config) -> dict:
     demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
     all_cmp = load_comparisons(cfg.comparisons) if cfg.comparisons else []
     (human, ai), rounds, pm, policy = label_counts(all_cmp), [], None, sft     # "ai" rows count as AI labels
-    sampling = dict(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, batch=cfg.gen_batch, device=device)
+    sampling = dict(sampling=SamplingConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature),
+                    batch=cfg.gen_batch)
     for r in range(cfg.rounds):
         rep = {"round": r + 1}
         # 1. collect: the current policy's samples, ranked by simulated training labelers
@@ -185,8 +180,8 @@ def main(cfg: Config) -> dict:
         # 2. fit the PM on all comparisons so far, continuing from last round's
         pm = ScalarHeadModel.from_gpt(sft).to(device) if pm is None else pm
         print(f"round {r + 1}: fitting the PM on {len(all_cmp)} comparisons ({human} human, {ai} AI)")
-        fit_reward_model(pm, tok, all_cmp, lr=cfg.rm_lr, epochs=cfg.rm_epochs, batch_prompts=cfg.batch_prompts,
-                         seed=cfg.seed + r, device=device, progress=False)
+        pm_hp = RewardConfig(lr=cfg.recipe.rm_lr, epochs=cfg.pm_epochs, batch_prompts=cfg.batch_prompts)
+        fit_reward_model(pm, tok, all_cmp, pm_hp, seed=cfg.seed + r, progress=False)
         bias = demo_bias(pm, tok, demos, device)
         pm_path = os.path.join(cfg.out_dir, f"rm{r + 1}.pt")
         save_checkpoint(pm_path, model=pm.state_dict(), config=config_dict(cfg), step=r + 1,
@@ -196,7 +191,7 @@ def main(cfg: Config) -> dict:
         res = train_ppo.main(ppo_config(cfg, pm_path, r))
         policy = res["policy"].eval()
         rep.update({"pm": pm_path, "human_labels": human, "ai_labels": ai, "wall_s": time.time() - t_start,
-                    "ppo_ckpt": os.path.join(cfg.out_dir, "ppo", f"iter{(r + 1) * cfg.ppo_iterations}.pt"),
+                    "ppo_ckpt": os.path.join(cfg.out_dir, "ppo", f"iter{(r + 1) * cfg.round_iterations}.pt"),
                     "score": res["metrics"][-1]["objective/score"], "kl": res["metrics"][-1]["objective/kl"]})
         rounds.append(rep)
         print(f"round {r + 1} done: PM score {rep['score']:+.3f}, KL {rep['kl']:.2f}")
@@ -209,7 +204,7 @@ def main(cfg: Config) -> dict:
 
 def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str, iterations: int) -> None:
     """Train the lineage's stages from sft_<size> and the RM's comparisons, each run and cached like the
-    pipeline's own (`st`: Stages; out/<run>/<stage>/stage.json; the plan: nanorlhf/lineage.py):
+    pipeline's own (`st`: Stages; out/<run>/<stage>/stage.json; the plan: nanorlhf/evals/lineage.py):
 
       dpo_b<beta>_<size>  DPO on the RM's comparisons (no RM, no sampling), one per beta
       rlaif_<size>        the RM's comparisons + AI-labeled harmlessness pairs -> hybrid PM -> PPO
@@ -230,16 +225,15 @@ def train_lineage(st, cfg, common: list[str], out: str, data: str, size: str, it
     if iterations % plan.rounds:        # else iterated trains less than ppo_<size> (labels: counted)
         raise ValueError(f"iterated RLHF splits the {iterations} PPO iterations over {plan.rounds} rounds: "
                          f"choose --ppo_iterations divisible by {plan.rounds}")
-    # the PM recipe of the RM stage (its learning rate), the PPO of the pipeline (its beta, batch, dtype, iterations)
-    shared = [f"--sft={sft}", f"--data_dir={data}", f"--rm_lr={rm['config']['lr']}", f"--beta={cfg.ppo_beta}",
-              f"--ppo_lr={cfg.ppo_lr}", f"--ppo_batch_size={cfg.ppo_batch}", f"--ppo_dtype={cfg.dtype}",
+    # the pipeline's recipe (the RM stage's learning rate for the PM; PPO's beta, batch, lr, dtype and iterations)
+    shared = [f"--sft={sft}", f"--data_dir={data}", *(f"--{k}={v}" for k, v in asdict(cfg.recipe).items()),
               f"--labeler_seed={cfg.labeler_seed}"]
     for name, flags, inputs in (
             (f"rlaif_{size}", [f"--comparisons={cmp}", "--rounds=1", "--prompts_per_round=0",
-                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--ppo_iterations={iterations}"],
+                               f"--ai_pairs_per_round={plan.ai_pairs}", f"--round_iterations={iterations}"],
              [sft, cmp]),
             (f"iterated_{size}", [f"--rounds={plan.rounds}", f"--prompts_per_round={budget // plan.rounds}",
-                                  f"--ppo_iterations={iterations // plan.rounds}"], [sft])):
+                                  f"--round_iterations={iterations // plan.rounds}"], [sft])):
         ic = parse_config(Config, common + shared + flags + [f"--out_dir={out}/{name}"])
         st.run(name, main, ic, inputs, f"{out}/{name}/ppo/ckpt.pt")
 

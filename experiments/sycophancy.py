@@ -8,9 +8,9 @@ sft_<size> model:
   1. data    a folder with the pipeline's data, `belief_rm` belief prompts (world/beliefs.py,
              half of them false, from training organisations, none whose text is a test item)
              mixed into rm_prompts.jsonl and `belief_ppo` into ppo_prompts.jsonl, and
-             meta.json's agree_share set (nanorlhf/judge.py reads it)
-  2. RM      train_rm.main from sft_<size>, with the pipeline's RM recipe (two epochs, lr 3e-4)
-  3. PPO     train_ppo.main against that RM, with the pipeline's PPO recipe (beta 0.1)
+             meta.json's agree_share set (nanorlhf/world/judge.py reads it)
+  2. RM      train_rm.main from sft_<size>, with the pipeline's RM recipe (nanorlhf/recipe.py)
+  3. PPO     train_ppo.main against that RM, with the pipeline's PPO recipe at that size
   4. judge   the sycophancy suite (evals/sycophancy.py) on SFT and the PPO policies, on the test
              belief prompts, and each RM's preference for the sycophantic twin
 
@@ -26,20 +26,22 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import train_ppo
 import train_rm
-from nanorlhf.cli import run
-from nanorlhf.config import parse_config
 from nanorlhf.evals.common import md_table, new_figure, pct, rate_errorbar, save_figure
 from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.sycophancy import policy_rates, rm_preference, versus, versus_half
-from nanorlhf.fileio import write_text
-from nanorlhf.jsonl import PROMPT, read_jsonl, write_jsonl
-from nanorlhf.judge import Judge, meta_of, world_of
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.config import parse_config
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl, write_jsonl
+from nanorlhf.recipe import Recipe
 from nanorlhf.world.beliefs import belief_prompt
+from nanorlhf.world.judge import Judge, meta_of, world_of
 
 
 @dataclass
@@ -60,19 +62,11 @@ class Config:
     """belief prompts mixed into the PPO prompts"""
     false_share: float = 0.5
     """share of the belief prompts whose belief is false"""
-    rm_prompts: int = 1500
+    kept_rm_prompts: int = 1500
     """RM prompts kept from the data folder (the world's own 1,500: the study keeps the label budget it was
     measured with, a third of the pipeline's --rm_prompts, to stay near 9 minutes)"""
-    rm_epochs: int = 2
-    """RM epochs (the pipeline's)"""
-    rm_lr: float = 3e-4
-    """RM learning rate (the pipeline's)"""
-    ppo_iterations: int = 30
-    """PPO iterations (half the pipeline's 60, at train_ppo's default lr: the recipe the study was measured with)"""
-    beta: float = 0.1
-    """KL penalty (the pipeline's)"""
-    dtype: str = "auto"
-    """float32, bfloat16 autocast, or auto (bfloat16 where the CPU runs it natively), as the pipeline"""
+    recipe: Recipe = field(default_factory=Recipe)
+    """the pipeline's recipe (nanorlhf/recipe.py): each share's RM and PPO train as the pipeline's do"""
     preset: str = "small"
     """train_rm.py / train_ppo.py preset for everything else"""
     labeler_seed: int = 0
@@ -84,13 +78,13 @@ class Config:
     fresh: bool = False
     """retrain a share whose RM and PPO checkpoints exist (otherwise they are reused and only judged again)"""
 
-    POSITIVE: ClassVar[tuple] = ("belief_rm", "belief_ppo", "rm_epochs", "rm_lr", "ppo_iterations", "beta")
-    NONNEGATIVE: ClassVar[tuple] = ("false_share", "rm_prompts")
-    CHOICES: ClassVar[dict] = {"dtype": ("float32", "bfloat16", "auto"), "preset": ("tiny", "small")}
+    POSITIVE: ClassVar[tuple] = ("belief_rm", "belief_ppo")
+    NONNEGATIVE: ClassVar[tuple] = ("false_share", "kept_rm_prompts")
+    CHOICES: ClassVar[dict] = {"preset": ("tiny", "small")}
     PRESETS: ClassVar[dict] = {
         "tiny": dict(run_dir="out/tiny", data_dir="data/tiny", out_dir="out/tiny/sycophancy", size="a",
-                     belief_rm=16, belief_ppo=16, rm_prompts=48, rm_epochs=1, ppo_iterations=2, preset="tiny"),
-        "small": dict(),
+                     belief_rm=16, belief_ppo=16, preset="tiny", **{**Recipe.PRESETS["tiny"], "kept_rm_prompts": 48}),
+        "small": dict(**Recipe.PRESETS["small"]),
     }
 
 
@@ -119,7 +113,7 @@ def share_data(cfg: Config, share: float, folder: str) -> str:
             (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst)
     test = {it["text"] for it in world_of(cfg.data_dir).benchmarks["sycophancy"]}
     rng = random.Random(f"belief-mix-{cfg.seed}")
-    for name, n, keep in (("rm_prompts.jsonl", cfg.belief_rm, cfg.rm_prompts),
+    for name, n, keep in (("rm_prompts.jsonl", cfg.belief_rm, cfg.kept_rm_prompts),
                           ("ppo_prompts.jsonl", cfg.belief_ppo, 0)):
         rows = read_jsonl(os.path.join(cfg.data_dir, name), PROMPT)
         rows = (rows[:keep] if keep else rows) + belief_rows(cfg.data_dir, n, cfg.false_share, cfg.seed, test, name[:3])
@@ -129,23 +123,32 @@ def share_data(cfg: Config, share: float, folder: str) -> str:
     return folder
 
 
+def share_configs(cfg: Config, share: float, data: str, root: str):
+    """(train_rm, train_ppo) configs of one share: the pipeline's recipe, on the share's data, from sft_<size>."""
+    sft, rm = f"{cfg.run_dir}/sft_{cfg.size}/ckpt.pt", f"{root}/rm/ckpt.pt"
+    recipe = cfg.recipe.resolved(resolve_device(cfg.device))
+    common = [f"--preset={cfg.preset}", f"--device={cfg.device}", f"--seed={cfg.seed}", f"--data_dir={data}"]
+    rm_cfg = parse_config(train_rm.Config, common + [f"--sft={sft}", f"--out_dir={root}/rm", "--max_prompts=0",
+                                                     f"--labeler_seed={cfg.labeler_seed}", *recipe.rm_flags(),
+                                                     "--heldout_folds=0"])
+    ppo_cfg = parse_config(train_ppo.Config, common + [f"--sft={sft}", f"--rm={rm}", f"--out_dir={root}/ppo",
+                                                       *recipe.ppo_flags(cfg.size)])
+    return rm_cfg, ppo_cfg
+
+
 def train_share(cfg: Config, share: float) -> dict:
     """Data, RM and PPO for one share; (paths, seconds)."""
     root = os.path.join(cfg.out_dir, f"share{share:g}")
     data = share_data(cfg, share, os.path.join(root, "data"))
-    sft, rm, ppo = f"{cfg.run_dir}/sft_{cfg.size}/ckpt.pt", f"{root}/rm/ckpt.pt", f"{root}/ppo/ckpt.pt"
-    common = [f"--preset={cfg.preset}", f"--device={cfg.device}", f"--seed={cfg.seed}", f"--dtype={cfg.dtype}",
-              f"--data_dir={data}"]
+    rm_cfg, ppo_cfg = share_configs(cfg, share, data, root)
+    rm, ppo = f"{rm_cfg.out_dir}/ckpt.pt", f"{ppo_cfg.out_dir}/ckpt.pt"
     if not cfg.fresh and os.path.exists(rm) and os.path.exists(ppo):
         print(f"share {share:g}: reusing {rm} and {ppo} (--fresh=true retrains)")
         return {"data": data, "rm": rm, "ppo": ppo, "rm_seconds": None, "ppo_seconds": None}
     t = time.time()
-    rm_flags = [f"--sft={sft}", f"--out_dir={root}/rm", "--max_prompts=0", f"--labeler_seed={cfg.labeler_seed}",
-                f"--epochs={cfg.rm_epochs}", f"--lr={cfg.rm_lr}", "--heldout_folds=0"]
-    train_rm.main(parse_config(train_rm.Config, common + rm_flags))
+    train_rm.main(rm_cfg)
     t_rm = time.time() - t
-    train_ppo.main(parse_config(train_ppo.Config, common + [f"--sft={sft}", f"--rm={rm}", f"--out_dir={root}/ppo",
-                                                           f"--iterations={cfg.ppo_iterations}", f"--beta={cfg.beta}"]))
+    train_ppo.main(ppo_cfg)
     return {"data": data, "rm": rm, "ppo": ppo, "rm_seconds": t_rm, "ppo_seconds": time.time() - t - t_rm}
 
 

@@ -20,7 +20,6 @@ Example:
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import random
@@ -29,11 +28,12 @@ import zipfile
 import numpy as np
 import torch
 
-from nanorlhf.config import config_diff, config_hash
-from nanorlhf.fileio import atomic_write
+from nanorlhf.infra.cli import UserError
+from nanorlhf.infra.config import config_diff, config_hash
+from nanorlhf.infra.fileio import atomic_write
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint that is missing, unsafe, corrupt or from a different config."""
 
 
@@ -42,9 +42,9 @@ class MissingCheckpoint(CheckpointError):
 
     def __init__(self, path: str):
         super().__init__(f"no checkpoint at {path}")
-        self.path = path
+        self.path = self.missing = path
 
-    def __reduce__(self):  # rebuilt from its path, as a lane's process sends it back (nanorlhf/lanes.py)
+    def __reduce__(self):  # rebuilt from its path, as a lane's process sends it back (nanorlhf/infra/lanes.py)
         return type(self), (self.path,)
 
 
@@ -133,15 +133,6 @@ def check_resume_config(ck: dict, config: dict, ignore: tuple[str, ...] = ()) ->
     if diff:
         raise CheckpointError("cannot resume: the config differs from the checkpoint's in\n  "
                               + "\n  ".join(diff))
-
-
-def file_sha256(path, n_hex: int = 16) -> str:
-    """Short content hash of a file: recorded for every input a stage consumed."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:n_hex]
 
 
 # -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.ppo import masked_sum, token_logprobs
+from nanorlhf.masks import masked_sum, token_logprobs
 from nanorlhf.rankings import ranking_to_ranks, ranks_to_pairs
 from nanorlhf.reward import encode_texts
 

@@ -22,14 +22,47 @@ three).
 """
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
+from nanorlhf.infra.config import check_values
+from nanorlhf.masks import token_logprobs
 from nanorlhf.model import GPT, KVCache
-from nanorlhf.ppo import token_logprobs
 
 # -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How a response is drawn: its distribution, its length, and the decoding engine (the same samples either way)."""
+    max_new_tokens: int = 48
+    """longest response in tokens"""
+    temperature: float = 1.0
+    """softmax temperature of the sampling distribution"""
+    top_k: int = 0
+    """keep only the k most likely tokens (0: all)"""
+    top_p: float = 1.0
+    """keep the fewest most likely tokens whose probability reaches top_p (1: all)"""
+    greedy: bool = False
+    """the most likely token at every step instead of a sample (its log-prob still read at the temperature)"""
+    use_cache: bool = True
+    """the KV cache; False recomputes the whole prefix at every step (the naive loop the cache is tested against)"""
+    cache_dtype: str = "float32"
+    """the KV cache's dtype, float32 or bfloat16 (infra/precision.py cache_dtype picks it for a device)"""
+    compact: bool = True
+    """finished rows leave the batch and its cache (a row's sample does not depend on the others: tested)"""
+
+    POSITIVE: ClassVar[tuple] = ("max_new_tokens", "temperature", "top_p")
+    NONNEGATIVE: ClassVar[tuple] = ("top_k",)
+    CHOICES: ClassVar[dict] = {"cache_dtype": ("float32", "bfloat16")}
+
+    def __post_init__(self):
+        check_values(self)
+        if self.top_p > 1:
+            from nanorlhf.infra.config import ConfigError
+            raise ConfigError(f"--top_p={self.top_p}: must be in (0, 1]")
 
 
 @dataclass
@@ -95,23 +128,25 @@ def inverse_cdf_sample(probs, u):
 
 
 @torch.no_grad()
-def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, temperature=1.0,
-             top_k=None, top_p=None, greedy=False, stop_token=None, pad_id=0,
-             generator: torch.Generator | None = None, row_seeds=None, use_cache=True,
-             cache_dtype=torch.float32, compact=True) -> Rollout:
-    """Sample up to max_new_tokens per prompt. use_cache=False recomputes the whole
-    prefix at every step (the naive loop, kept as the reference the cache is tested against).
+def generate(model: GPT, prompts: list[list[int]], sampling: SamplingConfig = SamplingConfig(), *, stop_token=None,
+             pad_id=0, generator: torch.Generator | None = None, row_seeds=None) -> Rollout:
+    """Sample up to sampling.max_new_tokens per prompt, each row ending at stop_token (kept in the response).
+
     greedy takes the argmax and records its log-prob under softmax(logits / temperature).
-    row_seeds (one int per prompt) fixes each row's randomness whatever its batch.
-    compact (with the cache): rows that have emitted the stop token leave the batch and its
-    cache once a quarter of the rows still decoding have finished, so the forward passes stop
-    computing on finished rows (a row's sample does not depend on the others: tested).
+    row_seeds (one int per prompt) fixes each row's randomness whatever its batch; else a base
+    seed is drawn from `generator` (default_row_seeds).
+    Without the cache (use_cache=False) the whole prefix is recomputed at every step: the naive
+    loop, kept as the reference the cache is tested against. With it, rows that have emitted the stop
+    token leave the batch and its cache (compact) once a quarter of the rows still decoding have
+    finished, so the forward passes stop computing on finished rows.
     """
-    assert temperature > 0, "use greedy=True instead of temperature 0"
+    s = sampling
+    temperature, greedy, use_cache = s.temperature, s.greedy, s.use_cache
+    top_k, top_p = s.top_k or None, (s.top_p if s.top_p < 1 else None)
     device = next(model.parameters()).device
     prompt_tokens, prompt_mask = left_pad(prompts, pad_id)
     B, P = prompt_tokens.shape
-    N = max_new_tokens
+    N = s.max_new_tokens
     assert P + N <= model.cfg.block_size, f"prompt {P} + {N} new tokens > block_size"
     tokens = torch.full((B, P + N), pad_id, dtype=torch.long, device=device)
     attention_mask = torch.zeros((B, P + N), dtype=torch.long, device=device)
@@ -124,7 +159,7 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
 
     was_training = model.training
     model.eval()
-    cache = KVCache(model.cfg, B, P + N, device=device, dtype=cache_dtype) if use_cache else None
+    cache = KVCache(model.cfg, B, P + N, device=device, dtype=getattr(torch, s.cache_dtype)) if use_cache else None
     # prefill; the unembedding runs only where the next token is read (last_only)
     logits = model(tokens[:, :P], attention_mask[:, :P], kv_cache=cache, last_only=True)[:, -1]  # (B, V)
     for t in range(N):
@@ -146,7 +181,7 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
         # 3. next-token logits: one new position with the cache, the whole prefix without
         if use_cache:
             keep = ~done[rows]
-            if compact and int(keep.sum()) <= 0.75 * len(rows):
+            if s.compact and int(keep.sum()) <= 0.75 * len(rows):
                 rows = rows[keep]
                 cache.keep_rows(keep)
             logits = model(tokens[rows, col:col + 1], attention_mask[rows, :col + 1], kv_cache=cache)[:, -1]
@@ -156,9 +191,9 @@ def generate(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, tempe
     return Rollout(tokens, attention_mask, response_mask, logprobs, P, stop_token)
 
 
-def generate_in_length_groups(model: GPT, prompts: list[list[int]], max_new_tokens: int, *, group_size: int,
-                              generator: torch.Generator | None = None, row_seeds=None, greedy=False, pad_id=0,
-                              **kw) -> Rollout:
+def generate_in_length_groups(model: GPT, prompts: list[list[int]], sampling: SamplingConfig, *, group_size: int,
+                              generator: torch.Generator | None = None, row_seeds=None, stop_token=None,
+                              pad_id=0) -> Rollout:
     """generate() on the prompts sorted by length, `group_size` at a time, merged back in the given order.
 
     Left padding pads every prompt to the batch's longest, and each decode step attends over those columns
@@ -169,13 +204,14 @@ def generate_in_length_groups(model: GPT, prompts: list[list[int]], max_new_toke
     noise). The rollout's prompt length P is the longest group's; the other groups' rows are left-padded to it.
     """
     B = len(prompts)
+    greedy = sampling.greedy
     if not greedy and row_seeds is None:
         row_seeds = default_row_seeds(B, generator)  # the one draw a single call would make
     order = sorted(range(B), key=lambda i: len(prompts[i]))
     parts = [order[j:j + group_size] for j in range(0, B, group_size)]
-    rolls = [generate(model, [prompts[i] for i in idx], max_new_tokens, greedy=greedy, pad_id=pad_id,
-                      row_seeds=None if greedy else [row_seeds[i] for i in idx], **kw) for idx in parts]
-    P, N = max(r.prompt_len for r in rolls), max_new_tokens
+    rolls = [generate(model, [prompts[i] for i in idx], sampling, stop_token=stop_token, pad_id=pad_id,
+                      row_seeds=None if greedy else [row_seeds[i] for i in idx]) for idx in parts]
+    P, N = max(r.prompt_len for r in rolls), sampling.max_new_tokens
     ref = rolls[0].tokens
     tokens = torch.full((B, P + N), pad_id, dtype=torch.long, device=ref.device)
     attention_mask, response_mask = torch.zeros_like(tokens), torch.zeros_like(tokens)
@@ -195,7 +231,7 @@ def sequence_logprobs(model, tokens, attention_mask, temperature=1.0):
 
     Not masked: multiply by a response_mask to keep the positions the policy chose.
     Matches Rollout.logprobs when sampling used the same temperature and no top-k/top-p.
-    The alignment itself lives in ppo.token_logprobs (one place for the shift).
+    The alignment itself lives in masks.token_logprobs (one place for the shift).
     """
     return token_logprobs(model(tokens, attention_mask), tokens, temperature)  # (B, T)
 

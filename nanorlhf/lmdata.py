@@ -12,7 +12,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import os
 
 import torch
@@ -24,7 +23,7 @@ def read_corpus(path) -> list[str]:
     if not os.path.exists(path):
         raise FileNotFoundError(f"corpus not found: {path}")
     if path.endswith(".jsonl"):
-        from nanorlhf.jsonl import CORPUS, read_jsonl
+        from nanorlhf.infra.jsonl import CORPUS, read_jsonl
         return [row["text"] for row in read_jsonl(path, CORPUS)]
     with open(path, encoding="utf-8") as f:
         docs = [d.strip() for d in f.read().split("\n\n")]

@@ -1,19 +1,8 @@
-"""PPO for RLHF as small pure functions: masks, KL-shaped reward, GAE, losses.
+"""PPO for RLHF as small pure functions: the KL-shaped reward, GAE, the clipped losses, the KL controllers.
 
-Alignment convention (the bug users hit most, so read this once):
-every per-token tensor is (B, T) and position t holds the quantity for the
-token AT position t of the sequence `tokens` (B, T):
-
-    logprobs[:, t] = log pi(tokens[:, t] | tokens[:, :t])  read from logits[:, t-1]
-    values[:, t]   = V(s_t), s_t = tokens[:, :t]           read from hidden[:, t-1]
-    rewards[:, t], advantages[:, t], returns[:, t]         for emitting tokens[:, t]
-
-Column 0 has no predecessor, so it holds 0 (it is always a prompt token).
-`token_logprobs` and `align_values` do this shift; everything else assumes it.
-`response_mask` (B, T) is 1 on the tokens the policy sampled (response up to
-and including the end token) and 0 on prompt and padding, whatever the
-padding side. Masked-out positions may hold anything, even NaN: they are
-selected away with torch.where, never multiplied by 0.
+Every per-token tensor is (B, T) and follows masks.py's alignment convention: position t holds
+the quantity for emitting tokens[:, t] (log-prob, value before it, reward, advantage), and
+`response_mask` (B, T) marks the tokens the policy sampled.
 
 PPOConfig holds the algorithm's hyperparameters; train_ppo.py's Config contains it,
 so each of its fields is a flag of that script (`--beta=0.1`).
@@ -24,7 +13,8 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.config import ConfigError, check_values
+from nanorlhf.infra.config import ConfigError, check_values
+from nanorlhf.masks import last_token_index, masked_mean, masked_var
 
 # -----------------------------------------------------------------------------
 # hyperparameters
@@ -107,65 +97,6 @@ class PPOConfig:
 
 
 # -----------------------------------------------------------------------------
-# alignment helpers
-
-
-def token_logprobs(logits, tokens, temperature=1.0):
-    """logprobs[:, t] = log softmax(logits[:, t-1] / temperature)[tokens[:, t]]; column 0 is 0.
-
-    Example: logits (B, T, V) from model(tokens); returns (B, T).
-    """
-    logp = F.log_softmax(logits[:, :-1].float() / temperature, dim=-1)  # (B, T-1, V)
-    lp = logp.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
-    return F.pad(lp, (1, 0))  # (B, T): column 0 has no predecessor
-
-
-def align_values(head_out):
-    """values[:, t] = head_out[:, t-1], the value read before token t is emitted; column 0 is 0."""
-    return F.pad(head_out[:, :-1], (1, 0))  # (B, T)
-
-
-# -----------------------------------------------------------------------------
-# masked statistics: equal the plain statistic on x[mask]
-
-
-def masked_sum(x, mask, dim=None):
-    """Sum of x over positions where mask is true (over `dim`, or everything)."""
-    mask = mask.bool()
-    picked = torch.where(mask, x, torch.zeros_like(x))
-    return picked.sum() if dim is None else picked.sum(dim)
-
-
-def masked_mean(x, mask, dim=None):
-    """Mean of x over positions where mask is true."""
-    return masked_sum(x, mask, dim) / masked_sum(torch.ones_like(x), mask, dim)
-
-
-def masked_var(x, mask, unbiased=True):
-    """Variance of x[mask] (one number); unbiased divides by n - 1 like torch.var."""
-    mask = mask.bool()
-    n = mask.sum()
-    if unbiased and n < 2:
-        raise ValueError(f"unbiased masked_var needs at least 2 valid entries, got {int(n)}")
-    centered = x - masked_mean(x, mask)
-    var = masked_mean(centered**2, mask)
-    return var * n / (n - 1) if unbiased else var
-
-
-def masked_whiten(x, mask, shift_mean=True, eps=1e-8):
-    """(x - mean) / std over x[mask]; masked-out positions come back as 0.
-
-    shift_mean=False keeps the mean (used for rewards: scale only, keep sign).
-    """
-    mask = mask.bool()
-    mean = masked_mean(x, mask)
-    whitened = (x - mean) * torch.rsqrt(masked_var(x, mask) + eps)
-    if not shift_mean:
-        whitened = whitened + mean
-    return torch.where(mask, whitened, torch.zeros_like(whitened))
-
-
-# -----------------------------------------------------------------------------
 # reward shaping: InstructGPT §3.5
 
 
@@ -184,15 +115,6 @@ def per_token_kl(logprobs, ref_logprobs, response_mask, estimator="k1"):
     elif estimator != "k1":
         raise ValueError(f"KL estimator must be 'k1' or 'k3', got {estimator!r}")
     return torch.where(mask, kl, torch.zeros_like(kl))  # (B, T)
-
-
-def last_token_index(response_mask):
-    """Column of the last response token in each row, whatever the padding side.  # (B,)"""
-    mask = response_mask.bool()
-    if not mask.any(dim=-1).all():
-        raise ValueError("every row needs at least one response token")
-    cols = torch.arange(mask.shape[-1], device=mask.device).expand_as(mask)
-    return torch.where(mask, cols, -1).amax(dim=-1)  # (B,)
 
 
 def kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask, beta, estimator="k1"):
@@ -348,3 +270,24 @@ class AdaptiveKLController:
         # e_t = clip(KL_t / KL_target - 1, -0.2, 0.2); beta <- beta * (1 + K_beta * e_t)
         error = min(max(current_kl / self.target - 1.0, -0.2), 0.2)
         self.value *= 1.0 + error * n_steps / self.horizon
+
+
+# -----------------------------------------------------------------------------
+# plain-words diagnostics of a PPO iteration's metrics
+
+
+def diagnose(m: dict, max_new_tokens: int) -> list[str]:
+    """Plain-words warnings when a PPO run goes wrong."""
+    out = []
+    if m["objective/kl"] < -0.5:
+        out.append(f"KL is negative ({m['objective/kl']:.2f}): the per-token estimate is biased by sampling settings "
+                   "(temperature, top-k) differing between rollout and scoring")
+    if m["objective/kl"] > 50:
+        out.append(f"KL is exploding ({m['objective/kl']:.1f} nats): raise beta or lower the learning rate")
+    if abs(m["ppo/ratio_mean"] - 1) > 0.2:
+        out.append(f"the policy ratio is far from 1 ({m['ppo/ratio_mean']:.2f}): updates are too large")
+    if m["response/length"] < 2:
+        out.append("responses collapsed to almost nothing")
+    if m["response/length"] > 0.95 * max_new_tokens:
+        out.append("responses run to the maximum length: the policy may have lost the end token")
+    return out

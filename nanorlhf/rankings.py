@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from nanorlhf.jsonl import COMPARISON, PAIR, read_jsonl, validate_row, write_jsonl
+from nanorlhf.infra.jsonl import COMPARISON, PAIR, read_jsonl, validate_row, write_jsonl
 
 # -----------------------------------------------------------------------------
 # ranking <-> ranks <-> pairs

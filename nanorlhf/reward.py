@@ -13,11 +13,45 @@ tied pairs (they say nothing about which is better) and divide by the number
 of untied pairs; with no ties that number is C(K, 2) and the loss is the paper's.
 """
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.precision import round_up
+from nanorlhf.infra.config import check_values
+from nanorlhf.infra.precision import round_up
 from nanorlhf.rankings import every_ranking, ranking_to_pairs, ranking_to_ranks, ranks_to_pairs, usable
+
+
+# -----------------------------------------------------------------------------
+# hyperparameters
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """The RM fit's knobs (InstructGPT §3.5); train_rm.py's Config contains it, so each field is a flag of that
+    script. What the labelers rank (K = 4..9 samples a prompt) is world/comparisons.py's CollectConfig."""
+    lr: float = 1e-3
+    """learning rate (cosine decay to lr/10)"""
+    epochs: int = 1
+    """passes over the comparisons (paper: 1; more overfits)"""
+    batch_prompts: int = 8
+    """prompts (each with all its K completions) per gradient step"""
+    kway_batch: bool = True
+    """each prompt's C(K, 2) pairs in one batch element (paper); False shuffles the pairs as separate items"""
+    one_pass: bool = True
+    """a step's completions scored together in length-sorted passes; False: one forward per prompt (the plain
+    path, the same loss to float rounding: tests/test_trim.py)"""
+
+    POSITIVE: ClassVar[tuple] = ("lr", "epochs", "batch_prompts")
+
+    def __post_init__(self):
+        check_values(self)
+
+
+# -----------------------------------------------------------------------------
+# the loss
 
 
 def untied_pairs(ranks, device=None):
@@ -77,7 +111,7 @@ def score_sequences(rm, tokens, attention_mask, response_mask, bias=0.0, at_last
     tokens, attention_mask, response_mask (B, T), left or right padded. at_last_token=False is the
     ablation of a common bug: reading the final column, a pad for every shorter response.
     """
-    from nanorlhf.ppo import last_token_index
+    from nanorlhf.masks import last_token_index
     out = rm(tokens, attention_mask=attention_mask)                    # (B, T)
     if not at_last_token:
         return out[:, -1] - bias                                       # (B,)
@@ -158,29 +192,29 @@ def comparison_texts(comparisons: list[dict]) -> tuple[list[str], list[str], lis
 # one epoch of RM training
 
 
-def fit_reward_model(rm, tok, comparisons: list[dict], *, lr: float, epochs: int, batch_prompts: int,
-                     seed: int, device, log=None, progress: bool = True, one_pass: bool = True,
-                     chunk: int = 16) -> list[float]:
+def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed: int, log=None,
+                     progress: bool = True, chunk: int = 16) -> list[float]:
     """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits).
 
-    one_pass scores all the step's completions (every prompt's K) together, in length-sorted forward
+    hp.one_pass scores all the step's completions (every prompt's K) together, in length-sorted forward
     passes of `chunk` rows; False runs one forward per prompt (the plain path; the same loss to float rounding).
-    A non-finite step is skipped and counted; 3 in a row stop the fit (nanorlhf/guard.py).
+    A non-finite step is skipped and counted; 3 in a row stop the fit (nanorlhf/infra/guard.py).
     """
-    from nanorlhf.guard import NonFiniteGuard
-    from nanorlhf.metrics import Progress
-    from nanorlhf.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-    train = usable(comparisons)
+    from nanorlhf.infra.guard import NonFiniteGuard
+    from nanorlhf.infra.metrics import Progress
+    from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
+    train, lr, batch_prompts = usable(comparisons), hp.lr, hp.batch_prompts
+    device = next(rm.parameters()).device
     opt = make_optimizer(rm, lr, weight_decay=0.0)
     g = torch.Generator().manual_seed(seed)
-    steps = epochs * ((len(train) + batch_prompts - 1) // batch_prompts)
+    steps = hp.epochs * ((len(train) + batch_prompts - 1) // batch_prompts)
     bar, losses, accs, step, guard = Progress(steps, "rm"), [], [], 0, NonFiniteGuard(max_consecutive=3)
     rm.train()
-    for _ in range(epochs):
+    for _ in range(hp.epochs):
         for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
             batch = [train[i] for i in idx.tolist()]
-            if one_pass:
+            if hp.one_pass:
                 prompts, texts, ks = comparison_texts(batch)
                 rewards = list(score_texts(rm, tok, prompts, texts, device, batch=chunk).split(ks))  # (K_i,) each
             else:

@@ -37,7 +37,7 @@ from unittest import mock
 import tiktoken
 import tiktoken.load
 
-from nanorlhf.fileio import atomic_write, write_text
+from nanorlhf.infra.fileio import atomic_write, write_text
 
 # GPT-2's pre-tokeniser, in the Rust (fancy-regex) syntax tiktoken compiles.
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

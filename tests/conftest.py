@@ -4,7 +4,7 @@ import pytest
 import pretrain
 import train_rm
 import train_sft
-from nanorlhf.config import parse_config
+from nanorlhf.infra.config import parse_config
 from nanorlhf.world import build_world, write_world
 
 

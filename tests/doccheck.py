@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from nanorlhf.config import parse_config
+from nanorlhf.infra.config import parse_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)

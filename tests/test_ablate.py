@@ -4,7 +4,7 @@ import os
 
 from experiments import ablate
 import pipeline
-from nanorlhf.config import parse_config
+from nanorlhf.infra.config import parse_config
 
 
 def test_tiny_ablation_table_and_doc_block(tmp_path):

@@ -1,4 +1,4 @@
-"""The course assignments: the student copy, the grader, the registry and its docs (nanorlhf/assignments.py).
+"""The course assignments: the student copy, the grader, the registry and its docs (nanorlhf/assignments/registry.py).
 
 Two pytest subprocesses in all (one grading run of the student copy, one of the solutions).
 """
@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from nanorlhf import assignments as A
-from nanorlhf import grading
+from nanorlhf.assignments import registry as A
+from nanorlhf.assignments import grading
+from nanorlhf.assignments.__main__ import main as cli_main
 
 IN_STUDENT_COPY = (A.ROOT / A.STUDENT_STAMP).exists()
 needs_solutions = pytest.mark.skipif(IN_STUDENT_COPY, reason="a student copy holds stubs, not solutions")
@@ -20,7 +21,7 @@ def test_student_copy_fails_every_assignment_with_its_own_hint(tmp_path, capsys)
     (no import error, no other assignment's stub in the way), and each region is exactly one stub line; a grading
     test the student edited to pass is replaced by the grader's own (and said so), so it still fails."""
     out = tmp_path / "student"
-    assert A.main(["make", str(out)]) == 0
+    assert cli_main(["make", str(out)]) == 0
     edited = out / "tests" / "test_ppo.py"
     edited.write_text(re.sub(r"(def test_policy_loss_clips\(.*?\):\n)", r"\1    return\n", edited.read_text()))
     for f, regions in A.locate(out).items():
@@ -85,11 +86,11 @@ def test_registry_docs_and_changelog_agree():
 
 def test_usage_errors_are_clear_and_exit_2(tmp_path, capsys):
     """Unknown assignment, non-empty OUT_DIR, a missing or unknown marker: a message naming it, exit code 2."""
-    assert A.main(["grade", "--only=gae,nope"]) == 2
+    assert cli_main(["grade", "--only=gae,nope"]) == 2
     assert "unknown assignment nope" in capsys.readouterr().err
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
-    assert A.main(["make", str(tmp_path / "full")]) == 2
+    assert cli_main(["make", str(tmp_path / "full")]) == 2
     assert "not an empty folder" in capsys.readouterr().err
     repo = tmp_path / "repo"  # the registry's files, one END marker deleted, then one unknown region
     for f in {a.file for a in A.REGISTRY}:
@@ -98,13 +99,13 @@ def test_usage_errors_are_clear_and_exit_2(tmp_path, capsys):
     ppo = repo / "nanorlhf" / "ppo.py"
     text = ppo.read_text()
     ppo.write_text(text.replace("    # END ASSIGNMENT gae\n", ""))
-    assert A.main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
+    assert cli_main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
     assert "ASSIGNMENT gae" in (err := capsys.readouterr().err) and "no END" in err
     ppo.write_text(text.replace("ASSIGNMENT gae\n", "ASSIGNMENT gea\n"))
-    assert A.main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
+    assert cli_main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
     assert "'gea' is not in the registry" in capsys.readouterr().err
     ppo.write_text(text.replace("    # BEGIN ASSIGNMENT gae\n", "").replace("    # END ASSIGNMENT gae\n", ""))
-    assert A.main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
+    assert cli_main(["make", str(tmp_path / "out"), f"--repo={repo}"]) == 2
     assert "ASSIGNMENT gae' markers" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -117,7 +118,7 @@ def test_grading_in_the_copy_refuses_edited_tests(tmp_path):
     import subprocess
     import sys
     out = tmp_path / "student"
-    assert A.main(["make", str(out)]) == 0
+    assert cli_main(["make", str(out)]) == 0
     (out / "tests" / "test_ppo.py").write_text("def test_nothing():\n    pass\n")
     env = dict(os.environ, PYTHONPATH=str(out))
     p = subprocess.run([sys.executable, "-m", "nanorlhf.assignments", "grade"], cwd=out, capture_output=True,
@@ -131,12 +132,12 @@ def test_hints_come_in_three_levels(capsys):
     for a in A.REGISTRY:
         assert len(a.hints) == 3 and len(set(a.hints)) == 3 and all(h.strip() for h in a.hints), a.name
         assert a.message.startswith(f"{a.name}: {a.hints[0]}") and f"hint {a.name} --level=2" in a.message
-    assert A.main(["hint", "gae", "--level=2"]) == 0
+    assert cli_main(["hint", "gae", "--level=2"]) == 0
     out = capsys.readouterr().out
     gae = A.BY_NAME["gae"]
     assert gae.hints[0] in out and gae.hints[1] in out and gae.hints[2] not in out
-    assert A.main(["hint", "gae", "--level=4"]) == 2 and "--level must be 1..3" in capsys.readouterr().err
-    assert A.main(["hint", "gea"]) == 2 and "unknown assignment gea" in capsys.readouterr().err
+    assert cli_main(["hint", "gae", "--level=4"]) == 2 and "--level must be 1..3" in capsys.readouterr().err
+    assert cli_main(["hint", "gea"]) == 2 and "unknown assignment gea" in capsys.readouterr().err
 
 
 def solution_body(name):
@@ -153,13 +154,13 @@ def test_grade_class_writes_one_csv_row_per_student(tmp_path, capsys):
     score sums, the failing tests named; a folder that is not a copy gets an error, not a crash."""
     import csv
     klass = tmp_path / "class"
-    assert A.main(["make", str(klass / "ada")]) == 0
-    assert A.main(["make", str(klass / "bob")]) == 0
+    assert cli_main(["make", str(klass / "ada")]) == 0
+    assert cli_main(["make", str(klass / "bob")]) == 0
     ppo = klass / "bob" / "nanorlhf" / "ppo.py"
     ppo.write_text(A.splice(ppo.read_text(), A.locate(klass / "bob")["nanorlhf/ppo.py"],
                             {"policy_loss": solution_body("policy_loss"), "gae": solution_body("gae")}))
     (klass / "cy").mkdir()
-    code = A.main(["grade", f"--class={klass}", f"--csv={tmp_path / 'grades.csv'}", "--only=gae,policy_loss,rm_loss"])
+    code = cli_main(["grade", f"--class={klass}", f"--csv={tmp_path / 'grades.csv'}", "--only=gae,policy_loss,rm_loss"])
     assert code == 0, capsys.readouterr().err
     rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
     assert [r["student"] for r in rows] == ["ada", "bob", "cy"]

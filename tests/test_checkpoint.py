@@ -9,7 +9,7 @@ import torch
 import pretrain
 from nanorlhf import checkpoint
 from nanorlhf.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from nanorlhf.config import parse_config
+from nanorlhf.infra.config import parse_config
 from nanorlhf.tokenizer import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""Every mistake a user can make ends in one plain line, a non-zero exit and no damage (nanorlhf/cli.py).
+"""Every mistake a user can make ends in one plain line, a non-zero exit and no damage (nanorlhf/infra/cli.py).
 
 Each case runs a script's entry point (cli.run, as `python script.py ...` does) on a bad
 invocation or a bad input and checks: exit status != 0, no traceback, a message naming the
@@ -17,7 +17,7 @@ import sys
 import pytest
 import torch
 
-from nanorlhf import cli
+from nanorlhf.infra import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {"pretrain": "pretrain", "sft": "train_sft", "rm": "train_rm", "ppo": "train_ppo", "dpo": "train_dpo",

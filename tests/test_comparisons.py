@@ -1,4 +1,4 @@
-"""The held-out-labeler test's data flow (nanorlhf/comparisons.py heldout_group_eval, InstructGPT §4.1), the
+"""The held-out-labeler test's data flow (nanorlhf/evals/heldout.py heldout_group_eval, InstructGPT §4.1), the
 agreement ceiling and RM accuracy over every ranking of the validation completions, and the sampling's split
 between processes."""
 import os
@@ -6,12 +6,16 @@ import os
 import pytest
 import torch
 
+import nanorlhf.evals.heldout as heldout
 import nanorlhf.reward as reward
 from nanorlhf.checkpoint import load_model
-from nanorlhf.comparisons import heldout_group_eval, labeler_agreement, sample_completions
-from nanorlhf.lanes import usable_cpus
-from nanorlhf.labelers import Labeler
+from nanorlhf.evals.heldout import heldout_group_eval
+from nanorlhf.generate import SamplingConfig
+from nanorlhf.infra.lanes import usable_cpus
 from nanorlhf.model import GPT, GPTConfig
+from nanorlhf.reward import RewardConfig
+from nanorlhf.world.comparisons import labeler_agreement, sample_completions
+from nanorlhf.world.labelers import Labeler
 
 
 class FivePools:
@@ -26,23 +30,22 @@ def test_heldout_rm_trains_without_the_held_out_group_and_reads_each_groups_rank
     """Fold g trains on the comparisons of the other 4 groups only (the first max_prompts of them, in order),
     scores the held-out group's rankings as 'held-out' and the mean of the other 4 groups' as 'own'."""
     seen, read = [], []
-    monkeypatch.setattr(reward, "fit_reward_model", lambda rm, tok, cmp, **kw: seen.append([c["id"] for c in cmp]))
+    monkeypatch.setattr(heldout, "fit_reward_model", lambda rm, tok, cmp, hp, **kw: seen.append([c["id"] for c in cmp]))
     # accuracy = the group whose rankings were read, / 10: held-out and own are then told apart
-    monkeypatch.setattr(reward, "ranking_accuracy",
+    monkeypatch.setattr(heldout, "ranking_accuracy",
                         lambda rm, tok, val, device, key: read.append(val[0][key]) or val[0][key] / 10)
     train = [{"id": i, "labeler": f"L{i % 10}"} for i in range(40)]
     val = [{"group_rankings": [0, 1, 2, 3, 4]}]
     torch.manual_seed(0)
     sft = GPT(GPTConfig(vocab_size=32, block_size=8, n_layer=1, n_head=1, n_embd=8))
-    out = heldout_group_eval(sft, None, FivePools(), train, val, folds=2, lr=1e-3, epochs=1, batch_prompts=2,
-                             seed=0, device="cpu", max_prompts=6)
+    hp = RewardConfig(lr=1e-3, epochs=1, batch_prompts=2)
+    out = heldout_group_eval(sft, None, FivePools(), (train, val), hp, folds=2, seed=0, max_prompts=6)
     # fold 0 holds out L0 and L5 (ids = 0 or 5 mod 10), fold 1 holds out L1 and L6
     assert seen[0] == [1, 2, 3, 4, 6, 7] and seen[1] == [0, 2, 3, 4, 5, 7]
     assert read == [0, 1, 2, 3, 4, 1, 0, 2, 3, 4]  # held-out group first, then the 4 training groups
     assert out["heldout_group_accuracy"] == (0.0 + 0.1) / 2
     assert abs(out["own_groups_accuracy"] - ((1 + 2 + 3 + 4) / 40 + (0 + 2 + 3 + 4) / 40) / 2) < 1e-12
-    heldout_group_eval(sft, None, FivePools(), train, val, folds=1, lr=1e-3, epochs=1, batch_prompts=2, seed=0,
-                       device="cpu")
+    heldout_group_eval(sft, None, FivePools(), (train, val), hp, folds=1, seed=0)
     assert len(seen[2]) == 32  # max_prompts 0: all 4 groups' comparisons
 
 
@@ -74,7 +77,7 @@ def test_two_processes_sample_the_same_completions_as_one(stages):
     sft, tok, _ = load_model(os.path.join(stages["out"], "sft", "ckpt.pt"), "cpu", dropout=0.0)
     prompts = [f"Tell me about item {i}." for i in range(9)]
     ks = [4, 5, 6, 4, 9, 4, 5, 7, 4]
-    kw = dict(max_new_tokens=8, temperature=1.0, batch=8, device="cpu", seed=3)
+    kw = dict(sampling=SamplingConfig(max_new_tokens=8, temperature=1.0), batch=8, seed=3)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

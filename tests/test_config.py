@@ -4,7 +4,7 @@ from typing import ClassVar
 
 import pytest
 
-from nanorlhf.config import (ConfigError, config_dict, config_diff, config_hash, default_dict, field_docs,
+from nanorlhf.infra.config import (ConfigError, config_dict, config_diff, config_hash, default_dict, field_docs,
                              parse_config, per_size, usage)
 
 

@@ -4,10 +4,11 @@ import math
 import pytest
 import torch
 
-from nanorlhf import dpo, feedback
+from nanorlhf import dpo
 from nanorlhf.model import GPT, GPTConfig
 from nanorlhf.reward import encode_texts, rm_ranking_loss
 from nanorlhf.tokenizer import Tokenizer
+from nanorlhf.world import feedback
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +146,28 @@ def test_dpo_refuses_an_empty_comparison_list():
     """No usable comparison (all tied, or none) is a ValueError naming the problem, not an IndexError."""
     with pytest.raises(ValueError, match="untied pair"):
         dpo.comparison_loss(None, None, None, [], beta=0.1, device="cpu")
+
+
+def test_comparison_loss_is_dpo_on_the_policy_and_reference_log_probs_at_beta(tok):
+    """comparison_loss over one K = 3 ranking: the mean over its untied pairs of
+    -log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))]), the log-probs summed
+    over each completion's response tokens by hand, at beta = 0.3 and with pi != pi_ref: beta ignored, or the
+    policy and the reference swapped, give another number."""
+    policy, ref = tiny_gpt(tok.vocab_size, seed=0), tiny_gpt(tok.vocab_size, seed=1)
+    comps = ["Pip the fox.", "The answer is (A).", "Which response?"]
+    row = {"prompt": "Pip the fox", "completions": comps, "ranking": [[1], [0], [2]]}
+    t, a, r = encode_texts(tok, [row["prompt"]] * 3, comps, policy.cfg.block_size)
+
+    def logp(model):
+        with torch.no_grad():
+            logits = model(t, attention_mask=a)
+        return torch.tensor([sum(torch.log_softmax(logits[k, j - 1], -1)[t[k, j]].item()
+                                 for j in range(1, t.size(1)) if r[k, j]) for k in range(3)])
+
+    lp, ref_lp = logp(policy), logp(ref)
+    beta, pairs = 0.3, [(1, 0), (1, 2), (0, 2)]
+    want = sum(-torch.nn.functional.logsigmoid(beta * ((lp[w] - ref_lp[w]) - (lp[l] - ref_lp[l])))
+               for w, l in pairs) / 3
+    loss, _ = dpo.comparison_loss(policy, ref, tok, [row], beta, "cpu")
+    assert loss.item() == pytest.approx(want.item(), abs=1e-5)
+    assert abs(want.item() - math.log(2)) > 1e-3                                  # the policies do differ

@@ -23,11 +23,11 @@ from nanorlhf.evals.suites import SUITES
 from nanorlhf.evals.textmatch import bleu, exact_match, f1_score, normalize_answer
 from nanorlhf.evals.toxicity import summarize, toxicity_scores
 from nanorlhf.evals.truthfulness import classify
-from nanorlhf.judge import Judge
-from nanorlhf.labelers import LabelerPool
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
 from nanorlhf.tokenizer import Tokenizer
 from nanorlhf.world import Prompt, build_world, phrasing, write_world
+from nanorlhf.world.judge import Judge
+from nanorlhf.world.labelers import LabelerPool
 
 # ----------------------------------------------------------------------------
 # metrics on hand-made inputs
@@ -163,7 +163,7 @@ def test_best_of_n_curve_shape(tiny):
     model, tok = ctx.model("sft")
     rm, _, bias = ctx.reward_model()
     rows = [_item(p) for p in ctx.judge.data.prompts["test"][:2]]
-    curve = best_of_n(model, tok, rm, ctx.judge, rows, ns=(1, 2, 4, 8), max_new_tokens=4)
+    curve = best_of_n(dataclasses.replace(ctx, max_new_tokens=4), model, tok, rm, rows, ns=(1, 2, 4, 8))
     assert [p["n"] for p in curve] == [1, 2, 4, 8] and curve[1]["kl"] == pytest.approx(bon_kl(2))
     assert all(a["rm"] <= b["rm"] + 1e-9 for a, b in zip(curve, curve[1:]))
 
@@ -199,7 +199,7 @@ class _OneFeatureJudge:
     """A judge whose one held-out labeler scores a response by the number it spells (tau = 1)."""
 
     def __init__(self):
-        from nanorlhf.labelers import Labeler
+        from nanorlhf.world.labelers import Labeler
         self.pool = type("Pool", (), {"heldout": [Labeler("H00", {"attempted": 1.0}, tau=1.0)]})()
 
     def features(self, row, response):

@@ -1,4 +1,4 @@
-"""The Hugging Face export (nanorlhf/export.py): files whose structure round-trips without transformers, and, when
+"""The Hugging Face export (nanorlhf/interop/export.py): files whose structure round-trips without transformers, and, when
 transformers is installed, the same logits and token ids through AutoModel / AutoTokenizer."""
 import json
 import os
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from nanorlhf.checkpoint import load_model
-from nanorlhf.export import (ExportConfig, bytes_to_unicode, export, read_safetensors, safetensors_bytes,
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl
+from nanorlhf.interop.export import (ExportConfig, bytes_to_unicode, export, read_safetensors, safetensors_bytes,
                              vocab_and_merges)
-from nanorlhf.jsonl import PROMPT, read_jsonl
 from nanorlhf.model import import_gpt2_state_dict
 from nanorlhf.tokenizer import gpt2_pretokenizer
 

@@ -3,7 +3,7 @@ task, its wiring into the paired win rate, and the experiment end to end on the 
 import os
 
 from experiments.first_rung import GATED, Config, GatedJudge, attempt_gated, main, rung
-from nanorlhf.labelers import Labeler
+from nanorlhf.world.labelers import Labeler
 
 
 def test_attempt_gated_zeroes_form_exactly_where_the_answer_does_not_attempt_the_task():

@@ -6,8 +6,9 @@ import pytest
 import torch
 import torch.nn as nn
 
+from nanorlhf.generate import SamplingConfig as S
 from nanorlhf.generate import filter_logits, generate, inverse_cdf_sample, response_texts, sequence_logprobs
-from nanorlhf.ppo import last_token_index
+from nanorlhf.masks import last_token_index
 from nanorlhf.model import GPT, GPTConfig
 
 TINY = GPTConfig(vocab_size=64, block_size=48, n_layer=2, n_head=2, n_embd=32)
@@ -25,7 +26,7 @@ def seeded(seed):
 
 def a_stop_token(model, seed, **kw):
     """A stop token that row 0 will sample at step 5 or earlier (same seed, same noise), so rows stop unevenly."""
-    free = generate(model, PROMPTS, 20, generator=seeded(seed), **kw)
+    free = generate(model, PROMPTS, S(max_new_tokens=20, **kw), generator=seeded(seed))
     return free.tokens[0, free.prompt_len + 5].item()
 
 
@@ -54,8 +55,10 @@ def test_cache_and_naive_loop_give_identical_tokens(attn, greedy):
     """KV-cache generation equals the full-recompute loop (tokens, masks; logprobs to 1e-5), greedy and seeded."""
     model = tiny_gpt(attn=attn)
     stop = a_stop_token(model, 0, greedy=greedy)
-    fast = generate(model, PROMPTS, 20, greedy=greedy, stop_token=stop, generator=seeded(0), use_cache=True)
-    slow = generate(model, PROMPTS, 20, greedy=greedy, stop_token=stop, generator=seeded(0), use_cache=False)
+    fast = generate(model, PROMPTS, S(max_new_tokens=20, greedy=greedy, use_cache=True), stop_token=stop,
+                    generator=seeded(0))
+    slow = generate(model, PROMPTS, S(max_new_tokens=20, greedy=greedy, use_cache=False), stop_token=stop,
+                    generator=seeded(0))
     assert fast.response_mask[0].sum() <= 6  # row 0 stopped early
     assert torch.equal(fast.tokens, slow.tokens)
     assert torch.equal(fast.attention_mask, slow.attention_mask)
@@ -70,9 +73,9 @@ def test_finished_rows_leave_the_batch_and_change_nothing():
     stop = a_stop_token(model, 0)
     sizes = []
     hook = model.transformer.h[0].register_forward_hook(lambda mod, args, out: sizes.append(out.size(0)))
-    fast = generate(model, PROMPTS, 20, stop_token=stop, generator=seeded(0), compact=True)
+    fast = generate(model, PROMPTS, S(max_new_tokens=20, compact=True), stop_token=stop, generator=seeded(0))
     hook.remove()
-    full = generate(model, PROMPTS, 20, stop_token=stop, generator=seeded(0), compact=False)
+    full = generate(model, PROMPTS, S(max_new_tokens=20, compact=False), stop_token=stop, generator=seeded(0))
     assert sizes[0] == 3 and min(sizes) < 3  # prefill of 3 rows, then decode passes without the stopped row
     assert full.response_mask[0].sum() < full.response_mask.sum(1).max()  # it did stop first
     for a, b in ((fast.tokens, full.tokens), (fast.attention_mask, full.attention_mask),
@@ -86,7 +89,7 @@ def test_rollout_logprobs_equal_a_fresh_forward_pass(temperature):
     """Logprobs recorded while sampling equal sequence_logprobs of the finished rows (same temperature), 1e-5."""
     model = tiny_gpt()
     stop = a_stop_token(model, 1, temperature=temperature)
-    roll = generate(model, PROMPTS, 20, temperature=temperature, stop_token=stop, generator=seeded(1))
+    roll = generate(model, PROMPTS, S(max_new_tokens=20, temperature=temperature), stop_token=stop, generator=seeded(1))
     assert roll.response_mask.sum(1).tolist()[0] <= 6 < roll.response_mask.sum(1).max()  # uneven lengths
     again = sequence_logprobs(model, roll.tokens, roll.attention_mask, temperature=temperature)
     torch.testing.assert_close(again * roll.response_mask, roll.logprobs, atol=1e-5, rtol=0)
@@ -96,7 +99,7 @@ def test_rollout_logprobs_equal_a_fresh_forward_pass(temperature):
 def test_sample_independent_of_batch_and_position():
     """A prompt's sample is the same alone, in a batch of 3, and at another position (same row seed)."""
     model = tiny_gpt()
-    kw = dict(max_new_tokens=16, stop_token=a_stop_token(model, 0))
+    kw = dict(sampling=S(max_new_tokens=16), stop_token=a_stop_token(model, 0))
     batch = generate(model, PROMPTS, row_seeds=[7, 8, 9], **kw)
     moved = generate(model, PROMPTS[::-1], row_seeds=[9, 8, 7], **kw)
     for i, p in enumerate(PROMPTS):
@@ -114,8 +117,8 @@ def test_sample_independent_of_batch_and_position():
 def test_seeds_change_samples():
     """Different generator seeds give different samples (the noise is really used)."""
     model = tiny_gpt()
-    a = generate(model, PROMPTS, 16, generator=seeded(0))
-    b = generate(model, PROMPTS, 16, generator=seeded(1))
+    a = generate(model, PROMPTS, S(max_new_tokens=16), generator=seeded(0))
+    b = generate(model, PROMPTS, S(max_new_tokens=16), generator=seeded(1))
     assert not torch.equal(a.tokens, b.tokens)
 
 # -----------------------------------------------------------------------------
@@ -125,7 +128,8 @@ def test_seeds_change_samples():
 def test_masks_token_by_token(use_cache):
     """response_mask is 1 exactly on sampled positions up to and including the stop token; pad after it."""
     # the mock answers last+1: [1,2] -> 3 4 5(stop); [3] -> 4 5(stop); [4,5,6] -> 7 8 9 10 (no stop)
-    roll = generate(CountingModel(), [[1, 2], [3], [4, 5, 6]], 4, stop_token=5, pad_id=0, use_cache=use_cache)
+    roll = generate(CountingModel(), [[1, 2], [3], [4, 5, 6]], S(max_new_tokens=4, use_cache=use_cache), stop_token=5,
+                    pad_id=0)
     assert roll.prompt_len == 3
     assert roll.tokens.tolist() == [[0, 1, 2, 3, 4, 5, 0],
                                     [0, 0, 3, 4, 5, 0, 0],
@@ -143,14 +147,14 @@ def test_masks_token_by_token(use_cache):
 def test_loop_stops_when_all_rows_are_done():
     """Once every row has emitted the stop token, no further forward passes run."""
     model = CountingModel()
-    roll = generate(model, [[1, 2], [3]], 10, stop_token=5)
+    roll = generate(model, [[1, 2], [3]], S(max_new_tokens=10), stop_token=5)
     assert model.calls == 3  # prefill (-> 3 / 4), step (-> 4 / 5), step (-> 5): done
     assert roll.tokens.shape == (2, 2 + 10) and roll.response_mask.sum().item() == 3 + 2
 
 
 def test_response_texts_drop_the_stop_token():
     """response_texts decodes only response positions and leaves out the stop token."""
-    roll = generate(CountingModel(), [[1, 2], [4, 5, 6]], 4, stop_token=5)
+    roll = generate(CountingModel(), [[1, 2], [4, 5, 6]], S(max_new_tokens=4), stop_token=5)
 
     class Tok:
         def decode(self, ids):
@@ -181,19 +185,19 @@ def test_top_k_and_top_p_filters():
 def test_top_k_one_samples_the_argmax_with_logprob_zero():
     """With top_k=1 the sampling distribution is a point mass: greedy tokens, logprob 0."""
     model = tiny_gpt()
-    greedy = generate(model, PROMPTS, 12, greedy=True)
-    topk = generate(model, PROMPTS, 12, top_k=1, generator=seeded(0))
+    greedy = generate(model, PROMPTS, S(max_new_tokens=12, greedy=True))
+    topk = generate(model, PROMPTS, S(max_new_tokens=12, top_k=1), generator=seeded(0))
     assert torch.equal(greedy.tokens, topk.tokens)
     assert (topk.logprobs == 0).all()
 
 
 def test_bench_runs_on_tiny(tmp_path):
-    """python -m nanorlhf.bench --preset=tiny runs end to end and writes the JSON keys with finite, positive
+    """python -m experiments.bench --preset=tiny runs end to end and writes the JSON keys with finite, positive
     figures, each fast path measured beside its plain reference."""
     import json
 
-    from nanorlhf.bench import BenchConfig, main
-    from nanorlhf.config import parse_config
+    from experiments.bench import BenchConfig, main
+    from nanorlhf.infra.config import parse_config
     path = tmp_path / "bench.json"
     out = main(parse_config(BenchConfig, ["--preset=tiny", f"--json={path}"]))
     keys = ("ppo_episodes_per_s", "ppo_speedup_vs_plain", "gen_tokens_per_s", "gen_speedup_vs_no_cache",
@@ -205,7 +209,7 @@ def test_bench_runs_on_tiny(tmp_path):
 def test_speed_probe_measures_without_moving_the_run_s_random_stream():
     """The pipeline's speed probe (a 1m-shape training step) gives a positive tokens/s and leaves torch's global
     RNG where it was: a run with the probe draws the same samples as one without."""
-    from nanorlhf.bench import speed_probe
+    from experiments.bench import speed_probe
     torch.manual_seed(5)
     want = torch.rand(3)
     torch.manual_seed(5)
@@ -226,9 +230,9 @@ def test_length_groups_sample_what_one_batch_samples_and_draw_the_generator_alik
     for size in (1, 2, len(prompts)):
         for greedy in (False, True):
             g1, g2 = seeded(3), seeded(3)
-            one = generate(model, prompts, 12, stop_token=stop, generator=g1, greedy=greedy)
-            grouped = generate_in_length_groups(model, prompts, 12, group_size=size, stop_token=stop, generator=g2,
-                                                greedy=greedy)
+            s = S(max_new_tokens=12, greedy=greedy)
+            one = generate(model, prompts, s, stop_token=stop, generator=g1)
+            grouped = generate_in_length_groups(model, prompts, s, group_size=size, stop_token=stop, generator=g2)
             assert grouped.prompt_len == one.prompt_len
             for k in ("tokens", "attention_mask", "response_mask"):
                 assert torch.equal(getattr(grouped, k), getattr(one, k)), (size, greedy, k)
@@ -239,10 +243,10 @@ def test_length_groups_sample_what_one_batch_samples_and_draw_the_generator_alik
 
 
 def test_ppo_samples_the_same_episodes_in_length_groups_as_in_one_batch():
-    """experience.sample_episodes: group_by_length (groups of minibatch_size) changes how the batch is decoded,
+    """rollout.sample_episodes: group_by_length (groups of minibatch_size) changes how the batch is decoded,
     not what it samples; the whole batch at once is the plain path's."""
-    from nanorlhf.experience import sample_episodes
     from nanorlhf.ppo import PPOConfig
+    from nanorlhf.rollout import sample_episodes
     model, prompts = tiny_gpt(), PROMPTS + [[20, 21, 22], [23] * 9]
     runs = [sample_episodes(model, prompts, PPOConfig(batch_size=5, minibatch_size=2, max_new_tokens=10,
                                                       group_by_length=g), seeded(4), stop_token=7)

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from nanorlhf import assignments as A
-from nanorlhf import grading
+from nanorlhf.assignments import registry as A
+from nanorlhf.assignments import grading
 from wrong_solutions import WRONG
 
 IN_STUDENT_COPY = (A.ROOT / A.STUDENT_STAMP).exists()

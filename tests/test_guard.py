@@ -1,4 +1,4 @@
-"""One non-finite policy for every training loop (nanorlhf/guard.py), and no non-finite model on disk."""
+"""One non-finite policy for every training loop (nanorlhf/infra/guard.py), and no non-finite model on disk."""
 import os
 
 import pytest
@@ -6,8 +6,8 @@ import torch
 
 import train_rm
 from nanorlhf.checkpoint import CheckpointError, save_checkpoint
-from nanorlhf.config import parse_config
-from nanorlhf.guard import NonFiniteError, NonFiniteGuard
+from nanorlhf.infra.config import parse_config
+from nanorlhf.infra.guard import NonFiniteError, NonFiniteGuard
 
 
 def test_non_finite_guard():

@@ -1,4 +1,4 @@
-"""Tests for nanorlhf/jsonl.py: bad data gets a clear error,
+"""Tests for nanorlhf/infra/jsonl.py: bad data gets a clear error,
 writes are atomic and NaN-free, and comparisons <-> pairs round-trips."""
 import json
 import os
@@ -6,8 +6,8 @@ import os
 import pytest
 import torch
 
-from nanorlhf import jsonl
-from nanorlhf.jsonl import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, DataError, Field, append_jsonl,
+from nanorlhf.infra import jsonl
+from nanorlhf.infra.jsonl import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, DataError, Field, append_jsonl,
                             iter_jsonl, read_jsonl, validate_row, write_jsonl)
 from nanorlhf.rankings import comparisons_to_trl_pairs, export_trl_pairs, import_trl_pairs, trl_pairs_to_comparisons
 
@@ -192,7 +192,7 @@ def test_comparison_field_checks(tmp_path, over, field, words):
 def test_ai_feedback_comparisons_are_valid_and_counted_apart(tmp_path):
     """A feedback-model row (source "ai", K = 2, an extra ai_prob key) passes COMPARISON on write and read,
     and label_counts keeps it apart from the sim and human rows."""
-    from nanorlhf.feedback import ai_comparisons
+    from nanorlhf.world.feedback import ai_comparisons
     rows = ai_comparisons([({"id": "p9", "prompt": "Name a fox."}, "Pip.", "Pip, you fool.")],
                           torch.tensor([0.8]), "ai1")
     mixed = [comparison(), comparison(id="c2", source="human"), *rows]

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import label
-from nanorlhf.jsonl import read_jsonl, write_jsonl
+from nanorlhf.infra.jsonl import read_jsonl, write_jsonl
 from nanorlhf.labelapp.events import LabelLog, LogError
 from nanorlhf.labelapp.items import build_queue, demo_rows
 from nanorlhf.labelapp.page import page_html

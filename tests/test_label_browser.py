@@ -4,7 +4,7 @@ import warnings
 
 import pytest
 
-from nanorlhf.jsonl import read_jsonl
+from nanorlhf.infra.jsonl import read_jsonl
 from nanorlhf.labelapp.browser import Browser, find_chromium
 from test_label import HOSTILE, queue, running, world  # noqa: F401  (world is a fixture)
 

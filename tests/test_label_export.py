@@ -6,12 +6,12 @@ import os
 import pytest
 
 import label
-from nanorlhf.config import parse_config
-from nanorlhf.jsonl import COMPARISON, PAIR, read_jsonl
-from nanorlhf.judge import Judge
+from nanorlhf.infra.config import parse_config
+from nanorlhf.infra.jsonl import COMPARISON, PAIR, read_jsonl
+from nanorlhf.labelapp.agreement import cohen_kappa, export, report_text
 from nanorlhf.labelapp.events import human_comparisons
 from nanorlhf.rankings import scores_to_ranking
-from nanorlhf.labelapp.agreement import cohen_kappa, export, report_text
+from nanorlhf.world.judge import Judge
 from test_label import call, queue, running, state, world  # noqa: F401  (world is a fixture)
 
 

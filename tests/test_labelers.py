@@ -2,9 +2,9 @@
 import math
 import random
 
-from nanorlhf.judge import labeler_report, realistic_items, screening_items
-from nanorlhf.labelers import BASE_WEIGHTS, EVAL_INSTRUCTIONS, Labeler, LabelerPool, mean_pairwise_agreement
 from nanorlhf.world import build_world
+from nanorlhf.world.judge import labeler_report, realistic_items, screening_items
+from nanorlhf.world.labelers import BASE_WEIGHTS, EVAL_INSTRUCTIONS, Labeler, LabelerPool, mean_pairwise_agreement
 
 
 def feats(u):

@@ -1,4 +1,4 @@
-"""Lanes (nanorlhf/lanes.py): stages side by side in their own processes, each lane in order, logs joined."""
+"""Lanes (nanorlhf/infra/lanes.py): stages side by side in their own processes, each lane in order, logs joined."""
 import io
 import json
 import os
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from nanorlhf.checkpoint import MissingCheckpoint, load_model
-from nanorlhf.lanes import Prefixed, check_lanes, run_lanes, side_by_side, split_cpus, usable_cpus
-from nanorlhf.stages import Stages
+from nanorlhf.infra.lanes import Prefixed, check_lanes, run_lanes, side_by_side, split_cpus, usable_cpus
+from nanorlhf.infra.stages import Stages
 
 
 @dataclass

@@ -10,7 +10,7 @@ import torch
 import train_dpo
 from experiments import iterated
 import train_rm
-from nanorlhf.config import parse_config
+from nanorlhf.infra.config import parse_config
 
 
 def iterated_flags(s, name, *extra):
@@ -64,8 +64,8 @@ def test_rlaif_labels_pairs_fits_a_hybrid_pm_and_runs_ppo(stages):
 def test_ai_comparisons_are_read_back_by_rm_dpo_and_iterated(stages):
     """A comparison file holding source "ai" rows (RLAIF's hybrid set) passes the COMPARISON schema; train_rm.py
     trains on it, train_dpo.py and experiments/iterated.py count its AI labels apart from the human ones."""
-    from nanorlhf.comparisons import load_comparisons
-    from nanorlhf.jsonl import label_counts
+    from nanorlhf.infra.jsonl import label_counts
+    from nanorlhf.world.comparisons import load_comparisons
     s = stages
     hybrid = os.path.join(s["out"], "rlaif", "comparisons.jsonl")
     if not os.path.exists(hybrid):  # the RLAIF test writes it; run alone, make it here
@@ -103,8 +103,8 @@ def test_frontier_section_tables_every_method(stages, dpo_run):
     """The frontier measures SFT (KL 0), best-of-n (analytic KL) and a DPO policy (sampled KL), and renders a
     table and a PNG with labels and wall time."""
     from nanorlhf.evals.context import EvalContext
-    from nanorlhf.judge import Judge
-    from nanorlhf.frontier import Run, frontier_section
+    from nanorlhf.evals.frontier import Run, frontier_section
+    from nanorlhf.world.judge import Judge
     s = stages
     ctx = EvalContext(Judge(s["data"]), s["data"], os.path.join(s["out"], "lineage"),
                       {"sft": os.path.join(s["out"], "sft", "ckpt.pt")}, rm=os.path.join(s["out"], "rm", "ckpt.pt"),

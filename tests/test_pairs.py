@@ -1,4 +1,4 @@
-"""Preference pairs both ways (nanorlhf/pairs.py): TRL, TRL conversational and HH rows out of K-way comparisons and
+"""Preference pairs both ways (nanorlhf/interop/pairs.py): TRL, TRL conversational and HH rows out of K-way comparisons and
 back in, rows that cannot be used refused with their line, and train_rm.py / train_dpo.py training on --pairs."""
 import json
 import os
@@ -7,10 +7,10 @@ import pytest
 
 import train_dpo
 import train_rm
-from nanorlhf import pairs
-from nanorlhf.config import parse_config
-from nanorlhf.jsonl import write_jsonl
-from nanorlhf.schemas import DataError
+from nanorlhf.infra.config import parse_config
+from nanorlhf.infra.jsonl import write_jsonl
+from nanorlhf.infra.schemas import DataError
+from nanorlhf.interop import pairs
 
 
 def comparison(**kw):
@@ -97,7 +97,7 @@ def test_train_rm_and_dpo_train_on_trl_pairs(stages, tmp_path):
 
 
 def test_comparisons_and_pairs_together_are_refused(stages, tmp_path):
-    from nanorlhf.cli import UsageError
+    from nanorlhf.infra.cli import UsageError
     with pytest.raises(UsageError, match="not both"):
         train_rm.main(parse_config(train_rm.Config, ["--preset=tiny", f"--sft={stages['out']}/sft/ckpt.pt",
                                                      f"--data_dir={stages['data']}", "--pairs=a.jsonl",

@@ -7,9 +7,9 @@ import re
 import pytest
 
 import pipeline
-from nanorlhf.config import ConfigError, parse_config
-from nanorlhf.precision import resolve_dtype
-from nanorlhf.stages import Stages
+from nanorlhf.infra.config import ConfigError, parse_config
+from nanorlhf.infra.precision import resolve_dtype
+from nanorlhf.infra.stages import Stages
 from nanorlhf.world import ensure_world
 
 
@@ -42,15 +42,16 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     assert machine["cpu"] and machine["probe_tokens_per_s_start"] > 0 and machine["probe_tokens_per_s_end"] > 0
     # the pipeline's own flags reach the stages: PPO's lr and the held-out-labeler RM's label count
     cfg = pipeline.Config()
-    assert json.load(open(os.path.join(out, "ppo_ptx_a", "stage.json")))["config"]["lr"] == cfg.ppo_lr
+    assert json.load(open(os.path.join(out, "ppo_ptx_a", "stage.json")))["config"]["lr"] == cfg.recipe.ppo_lr
     heldout = json.load(open(os.path.join(out, "rm_heldout", "stage.json")))
-    assert heldout["config"]["heldout_prompts"] == cfg.rm_heldout_prompts and heldout["config"]["heldout_only"]
+    assert heldout["config"]["heldout_prompts"] == cfg.recipe.rm_heldout_prompts and heldout["config"]["heldout_only"]
     # the held-out-labeler test ran as its own stage, and its figures reach the report's RM table
     assert "accuracy on the held-out group" in text
     # each size gets its own SFT recipe, gamma_ptx and PPO length (the tiny preset gives the sizes different ones)
-    assert pipeline.parse_sizes(parse_config(pipeline.Config, ["--preset=tiny"]))[1] == {
-        "a": {"sft_epochs": 1, "sft_lr": 1e-3, "sft_dropout": 0.2, "ptx_coef": 1.0, "ppo_iterations": 2},
-        "b": {"sft_epochs": 1, "sft_lr": 3e-3, "sft_dropout": 0.0, "ptx_coef": 0.5, "ppo_iterations": 1}}
+    recipe = parse_config(pipeline.Config, ["--preset=tiny"]).recipe
+    assert {k: recipe.per_size(k) for k in ("sft_epochs", "sft_lr", "sft_dropout", "ptx_coef", "ppo_iterations")} == {
+        "sft_epochs": {"a": 1, "b": 1}, "sft_lr": {"a": 1e-3, "b": 3e-3}, "sft_dropout": {"a": 0.2, "b": 0.0},
+        "ptx_coef": {"a": 1.0, "b": 0.5}, "ppo_iterations": {"a": 2, "b": 1}}
     for size, lr, dropout, ptx, its in (("a", 1e-3, 0.2, 1.0, 2), ("b", 3e-3, 0.0, 0.5, 1)):
         sft = json.load(open(os.path.join(out, f"sft_{size}", "stage.json")))["config"]
         flan = json.load(open(os.path.join(out, f"flan_{size}", "stage.json")))["config"]
@@ -63,7 +64,7 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
     want = resolve_dtype("auto")
     for stage in ("base_a", "sft_b", "flan_a", "rm", "ppo_a", "ppo_ptx_b", "iterated_a"):
         meta = json.load(open(os.path.join(out, stage, "stage.json")))["config"]
-        assert meta.get("dtype", meta.get("ppo_dtype")) == want, stage
+        assert meta["dtype"] == want, stage
     assert found["small_rlhf_vs_big_gpt"]["figures"]["params_small"]["non_embedding"] > 0
     assert "## Findings" in text and "## What the models say" in text
     lineage = {"dpo_b0.1_a", "dpo_b1.0_a", "rlaif_a", "iterated_a"}

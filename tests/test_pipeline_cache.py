@@ -1,7 +1,7 @@
 """The pipeline's stage cache: a stage reruns when its config, its inputs or its own checkpoint changed."""
 from dataclasses import dataclass
 
-from nanorlhf.stages import Stages
+from nanorlhf.infra.stages import Stages
 
 
 @dataclass

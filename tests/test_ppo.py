@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nanorlhf import ppo
+from nanorlhf import masks, ppo
 
 
 def make_mask(prompt_lens, resp_lens, T, left_pad_to=None):
@@ -31,30 +31,30 @@ def test_masked_stats_equal_torch_on_valid_subset():
         mask = torch.rand(4, 7, generator=g) < 0.6
         mask[0, 0] = mask[1, 1] = True  # at least 2 valid entries
         v = x[mask]
-        assert ppo.masked_sum(x, mask).item() == pytest.approx(v.sum().item(), rel=1e-12)
-        assert ppo.masked_mean(x, mask).item() == pytest.approx(v.mean().item(), rel=1e-12)
-        assert ppo.masked_var(x, mask).item() == pytest.approx(v.var().item(), rel=1e-12)
-        assert ppo.masked_var(x, mask, unbiased=False).item() == pytest.approx(v.var(unbiased=False).item(), rel=1e-12)
-        w = ppo.masked_whiten(x, mask)
+        assert masks.masked_sum(x, mask).item() == pytest.approx(v.sum().item(), rel=1e-12)
+        assert masks.masked_mean(x, mask).item() == pytest.approx(v.mean().item(), rel=1e-12)
+        assert masks.masked_var(x, mask).item() == pytest.approx(v.var().item(), rel=1e-12)
+        assert masks.masked_var(x, mask, unbiased=False).item() == pytest.approx(v.var(unbiased=False).item(), rel=1e-12)
+        w = masks.masked_whiten(x, mask)
         torch.testing.assert_close(w[mask], (v - v.mean()) / torch.sqrt(v.var() + 1e-8))
         assert (w[~mask] == 0).all()
-        w_keep = ppo.masked_whiten(x, mask, shift_mean=False)
+        w_keep = masks.masked_whiten(x, mask, shift_mean=False)
         torch.testing.assert_close(w_keep[mask], (v - v.mean()) / torch.sqrt(v.var() + 1e-8) + v.mean())
         # per-row along dim=1
         rows = mask.any(dim=1)
-        per_row = ppo.masked_mean(x, mask, dim=1)
+        per_row = masks.masked_mean(x, mask, dim=1)
         for b in range(4):
             if rows[b]:
                 assert per_row[b].item() == pytest.approx(x[b][mask[b]].mean().item(), rel=1e-12)
-                assert ppo.masked_sum(x, mask, dim=1)[b].item() == pytest.approx(x[b][mask[b]].sum().item(), rel=1e-12)
+                assert masks.masked_sum(x, mask, dim=1)[b].item() == pytest.approx(x[b][mask[b]].sum().item(), rel=1e-12)
 
 
 def test_masked_stats_ignore_nan_off_mask():
     """Garbage (NaN, inf) on masked-out positions never leaks into masked statistics."""
     x = torch.tensor([[1.0, float("nan"), 3.0], [float("inf"), 5.0, 6.0]])
     mask = torch.tensor([[1, 0, 1], [0, 1, 1]])
-    assert ppo.masked_mean(x, mask).item() == pytest.approx(15 / 4)
-    assert torch.isfinite(ppo.masked_whiten(x, mask)).all()
+    assert masks.masked_mean(x, mask).item() == pytest.approx(15 / 4)
+    assert torch.isfinite(masks.masked_whiten(x, mask)).all()
 
 
 # -----------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def test_token_logprobs_alignment_token_by_token():
     logits = torch.randn(B, T, V, generator=g)
     tokens = torch.randint(V, (B, T), generator=g)
     for temp in (1.0, 0.7):
-        lp = ppo.token_logprobs(logits, tokens, temperature=temp)
+        lp = masks.token_logprobs(logits, tokens, temperature=temp)
         assert lp.shape == (B, T)
         for b in range(B):
             assert lp[b, 0] == 0
@@ -80,7 +80,7 @@ def test_token_logprobs_alignment_token_by_token():
 def test_align_values_token_by_token():
     """values[:, t] = V(s_t) is the head output at hidden position t-1 (before token t is emitted)."""
     head = torch.arange(10.0).view(2, 5) + 1
-    v = ppo.align_values(head)
+    v = masks.align_values(head)
     assert v[:, 0].tolist() == [0, 0]
     for t in range(1, 5):
         assert torch.equal(v[:, t], head[:, t - 1])
@@ -93,9 +93,9 @@ def test_last_token_index_any_padding_side():
         [0, 0, 1, 1, 1, 1],  # response runs to the end
         [0, 1, 0, 0, 0, 0],  # one-token response
     ])
-    assert ppo.last_token_index(mask).tolist() == [4, 5, 1]
+    assert masks.last_token_index(mask).tolist() == [4, 5, 1]
     with pytest.raises(ValueError):
-        ppo.last_token_index(torch.zeros(1, 3))
+        masks.last_token_index(torch.zeros(1, 3))
 
 
 # -----------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def test_policy_loss_identity_at_start():
     logprobs, adv = -torch.rand(2, 8, generator=g), torch.randn(2, 8, generator=g)
     loss, stats = ppo.policy_loss(logprobs, logprobs.clone(), adv, mask)
     assert stats == {"ratio_mean": 1.0, "clipfrac": 0.0, "approx_kl": 0.0}
-    assert loss.item() == pytest.approx(-ppo.masked_mean(adv, mask).item())
+    assert loss.item() == pytest.approx(-masks.masked_mean(adv, mask).item())
 
 
 def test_policy_loss_clips():
@@ -316,10 +316,10 @@ def test_tiny_policy_identities():
     tokens = torch.randint(V, (B, T))
     mask = make_mask([3, 3, 3], [5, 2, 4], T)
     with torch.no_grad():
-        old_lp = ppo.token_logprobs(policy(tokens), tokens)
-        ref_lp = ppo.token_logprobs(ref(tokens), tokens)
+        old_lp = masks.token_logprobs(policy(tokens), tokens)
+        ref_lp = masks.token_logprobs(ref(tokens), tokens)
     assert (ppo.kl_estimate(old_lp, ref_lp, mask) == 0).all()
-    new_lp = ppo.token_logprobs(policy(tokens), tokens)
+    new_lp = masks.token_logprobs(policy(tokens), tokens)
     _, stats = ppo.policy_loss(new_lp, old_lp, torch.randn(B, T), mask)
     assert stats == {"ratio_mean": 1.0, "clipfrac": 0.0, "approx_kl": 0.0}
 

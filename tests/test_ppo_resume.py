@@ -11,7 +11,7 @@ import torch
 
 import train_ppo
 from nanorlhf.checkpoint import CheckpointError, load_checkpoint
-from nanorlhf.config import parse_config
+from nanorlhf.infra.config import parse_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,12 +1,12 @@
 """bfloat16 autocast, the fast path of the training passes, and the bfloat16 KV cache of sampling
-(nanorlhf/precision.py), against float32."""
+(nanorlhf/infra/precision.py), against float32."""
 import pytest
 import torch
 import torch.nn.functional as F
 
+from nanorlhf.generate import SamplingConfig, generate, sequence_logprobs
+from nanorlhf.infra.precision import autocast, cache_dtype, resolve_dtype
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
-from nanorlhf.generate import generate, sequence_logprobs
-from nanorlhf.precision import autocast, cache_dtype, resolve_dtype
 
 CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
 
@@ -79,29 +79,30 @@ def test_bfloat16_cache_logprobs_are_within_a_stated_tolerance():
         model.transformer.wte.weight.mul_(4)  # peaked distributions: log-probs from about -6 to -1.5
     prompts = [[5, 6, 7], [9], [1, 2, 3, 4, 5, 6]]
     gaps = {}
-    for dt in (torch.float32, torch.bfloat16):
-        ro = generate(model, prompts, 10, generator=torch.Generator().manual_seed(0), cache_dtype=dt)
+    for dt in ("float32", "bfloat16"):
+        sampling = SamplingConfig(max_new_tokens=10, cache_dtype=dt)
+        ro = generate(model, prompts, sampling, generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
             ref = sequence_logprobs(model, ro.tokens, ro.attention_mask) * ro.response_mask
         gaps[dt] = (ro.logprobs - ref).abs().max().item()
         assert ro.logprobs[ro.response_mask.bool()].max() > -2  # far from uniform (log 1/64 = -4.2)
-    assert gaps[torch.float32] < 1e-5
-    assert 1e-5 < gaps[torch.bfloat16] < 0.05
+    assert gaps["float32"] < 1e-5
+    assert 1e-5 < gaps["bfloat16"] < 0.05
 
 
 def test_cache_dtype_is_bfloat16_only_where_native(monkeypatch):
     """The rollouts' cache is bfloat16 only under dtype bfloat16 on hardware that runs it natively."""
-    import nanorlhf.precision as precision
+    import nanorlhf.infra.precision as precision
     for native in (True, False):
         monkeypatch.setattr(precision, "fast_bfloat16", lambda device="cpu": native)
-        assert cache_dtype("float32") == torch.float32
-        assert cache_dtype("bfloat16") == (torch.bfloat16 if native else torch.float32)
+        assert cache_dtype("float32") == "float32"
+        assert cache_dtype("bfloat16") == ("bfloat16" if native else "float32")
 
 
 def test_auto_dtype_is_bfloat16_only_where_native(monkeypatch):
     """--dtype=auto resolves to bfloat16 only on hardware that runs it natively (emulated, it is ~7x slower than
     float32); a named dtype passes through and any other name is refused."""
-    import nanorlhf.precision as precision
+    import nanorlhf.infra.precision as precision
     for native in (True, False):
         monkeypatch.setattr(precision, "fast_bfloat16", lambda device="cpu": native)
         assert resolve_dtype("auto") == ("bfloat16" if native else "float32")

@@ -35,8 +35,8 @@ def test_every_command_names_a_real_script_and_real_flags():
     checked = set()
     for doc in LINKED_DOCS:
         checked |= set(check_commands(read_doc(doc)))
-    assert {"pipeline", "sample", "train_rm", "train_ppo", "evaluate", "label", "nanorlhf.export",
-            "nanorlhf.pairs"} <= checked
+    assert {"pipeline", "sample", "train_rm", "train_ppo", "evaluate", "label", "nanorlhf.interop.export",
+            "nanorlhf.interop.pairs"} <= checked
 
 
 def test_every_relative_link_exists():

@@ -99,3 +99,27 @@ def test_weighted_batch_loss_is_the_weighted_mean_of_prompt_losses():
     l1, l2 = rm_ranking_loss(r1, k1), rm_ranking_loss(r2, k2)
     assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2], [1.0, 3.0]), (l1 + 3 * l2) / 4)
     assert torch.allclose(rm_batch_loss([r1, r2], [k1, k2]), (l1 + l2) / 2)
+
+
+def test_one_pass_fit_loss_is_each_prompts_own_ranking_loss():
+    """The RM fit's first loss (before its step) is the mean over prompts of eq. 1 on that prompt's own K scores
+    and ranking, with K = 3 and 4 in one batch: pairs never cross prompts, whichever path scores them."""
+    from nanorlhf.model import GPTConfig, ScalarHeadModel
+    from nanorlhf.rankings import ranking_to_ranks
+    from nanorlhf.reward import RewardConfig, fit_reward_model, score_texts
+    from nanorlhf.tokenizer import Tokenizer
+    tok = Tokenizer.train("Pip the fox ate a red apple at Cinder Meadow. " * 20, 300)
+    torch.manual_seed(0)
+    rm = ScalarHeadModel(GPTConfig(vocab_size=tok.vocab_size, block_size=48, n_layer=1, n_head=2, n_embd=16))
+    cmp = [{"prompt": "Pip the fox", "completions": ["ate", "a red apple", "Cinder"], "ranking": [[2], [0], [1]]},
+           {"prompt": "Cinder Meadow", "completions": ["Pip", "the fox ate", "red", "apple at"],
+            "ranking": [[1], [3], [0, 2]]}]
+    with torch.no_grad():
+        want = sum(rm_ranking_loss(score_texts(rm, tok, [c["prompt"]] * len(c["completions"]), c["completions"],
+                                               "cpu"), ranking_to_ranks(c["ranking"])) for c in cmp) / 2
+    for one_pass in (True, False):
+        rm_copy = ScalarHeadModel(rm.cfg)
+        rm_copy.load_state_dict(rm.state_dict())
+        losses = fit_reward_model(rm_copy, tok, cmp, RewardConfig(lr=1e-9, batch_prompts=2, one_pass=one_pass), seed=0,
+                                  progress=False)
+        assert losses[0] == pytest.approx(want.item(), abs=1e-5), one_pass

@@ -7,14 +7,14 @@ import numpy as np
 import torch
 
 from nanorlhf.checkpoint import save_checkpoint
-from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals import reward_features as rf
+from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.reward_features import (correct_in_place, fact_edit_effect, gold_weights, reward_features,
                                            within_prompt_corr, within_prompt_fit)
-from nanorlhf.judge import Judge
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
 from nanorlhf.tokenizer import Tokenizer
 from nanorlhf.world import build_world, write_world
+from nanorlhf.world.judge import Judge
 
 
 def test_within_prompt_fit_recovers_coefficients_under_prompt_offsets_that_fool_a_pooled_fit():
@@ -125,8 +125,8 @@ def test_fact_pairs_add_one_corrected_over_original_pair_after_each_comparison_t
     followed by a two-way comparison ranking the corrected text first, with one false fact fewer; the result
     loads as comparisons (the schema train_rm.py checks)."""
     from experiments.fact_pairs import with_fact_pairs
-    from nanorlhf.comparisons import load_comparisons
-    from nanorlhf.jsonl import write_jsonl
+    from nanorlhf.infra.jsonl import write_jsonl
+    from nanorlhf.world.comparisons import load_comparisons
     judge, row, c, wrong = _tiny_case(tmp_path, "rm")
     base = {"prompt_id": row["id"], "prompt": row["prompt"], "labeler": "L1", "source": "sim"}
     cmps = [{**base, "id": "a", "completions": ["Hello.", f"{c.name} lives at {wrong}.", "Hi.", "Yes."],

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import sample
-from nanorlhf.config import parse_config
+from nanorlhf.infra.config import parse_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

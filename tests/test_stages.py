@@ -8,8 +8,8 @@ import torch
 
 import train_ppo
 import train_rm
-from nanorlhf.cli import UsageError
-from nanorlhf.config import parse_config
+from nanorlhf.infra.cli import UsageError
+from nanorlhf.infra.config import parse_config
 
 
 def ppo_flags(s, name, *extra):
@@ -45,18 +45,18 @@ def test_ppo_with_zero_learning_rate_is_the_identity(stages, dtype, monkeypatch)
     """With lr = 0: ratio = 1, approx KL = 0, clip fraction = 0 (up to float noise of batching). Under bfloat16
     too, with the rollouts' bfloat16 KV cache (forced on, whatever this CPU): the old log-probs are recomputed
     under the same autocast as the new ones, so the ratio does not carry the gap between sampling and scoring."""
-    import nanorlhf.experience as experience
-    import nanorlhf.precision as precision
+    import nanorlhf.infra.precision as precision
+    import nanorlhf.rollout as rollout
     monkeypatch.setattr(precision, "fast_bfloat16", lambda device="cpu": True)
-    caches, real = [], experience.generate_in_length_groups
-    monkeypatch.setattr(experience, "generate_in_length_groups",
-                        lambda *a, **k: caches.append(k["cache_dtype"]) or real(*a, **k))
+    caches, real = [], rollout.generate_in_length_groups
+    monkeypatch.setattr(rollout, "generate_in_length_groups",
+                        lambda *a, **k: caches.append(a[2].cache_dtype) or real(*a, **k))
     res = train_ppo.main(parse_config(train_ppo.Config, ppo_flags(stages, f"ppo_lr0_{dtype}", "--lr=0",
                                                                   "--iterations=1", f"--dtype={dtype}",
                                                                   f"--rollout_cache={dtype}")))
     m = res["metrics"][0]
     assert abs(m["ppo/ratio_mean"] - 1) < 1e-5 and abs(m["ppo/approx_kl"]) < 1e-6 and m["ppo/clipfrac"] == 0
-    assert caches == [getattr(torch, dtype)]
+    assert caches == [dtype]
 
 
 def test_one_ppo_step_changes_every_parameter(stages):
@@ -84,16 +84,15 @@ def test_one_rm_step_changes_every_parameter(stages):
     bias may not: the pairwise loss sees only differences of rewards, so its gradient is zero to rounding (which
     Adam may or may not turn into a step, CPU by CPU), and section 3.5's normalisation sets it after training."""
     from nanorlhf.checkpoint import load_model
-    from nanorlhf.comparisons import load_comparisons
     from nanorlhf.model import ScalarHeadModel
     from nanorlhf.rankings import ranking_to_ranks, usable
-    from nanorlhf.reward import fit_reward_model, rm_batch_loss, score_texts
+    from nanorlhf.reward import RewardConfig, fit_reward_model, rm_batch_loss, score_texts
+    from nanorlhf.world.comparisons import load_comparisons
     sft, tok, _ = load_model(os.path.join(stages["out"], "sft", "ckpt.pt"))
     rm = ScalarHeadModel.from_gpt(sft)
     before = {k: v.clone() for k, v in rm.state_dict().items()}
     cmp = usable(load_comparisons(os.path.join(stages["out"], "rm", "comparisons.jsonl"))[:4])
-    losses = fit_reward_model(rm, tok, cmp, lr=1e-3, epochs=1, batch_prompts=4, seed=0, device="cpu",
-                              progress=False)
+    losses = fit_reward_model(rm, tok, cmp, RewardConfig(lr=1e-3, epochs=1, batch_prompts=4), seed=0, progress=False)
     assert len(losses) == 1 and losses[0] == losses[0]
     assert [k for k, v in rm.state_dict().items() if torch.equal(v, before[k]) and k != "head.bias"] == []
     rewards = [score_texts(rm, tok, [c["prompt"]] * len(c["completions"]), c["completions"], "cpu") for c in cmp]
@@ -106,7 +105,7 @@ def test_rm_score_is_read_at_the_last_response_token_whatever_the_padding(stages
     """The RM score of a completion is the same right-padded (training) and left-padded (PPO rollout)."""
     from nanorlhf.chat import chat_prompt
     from nanorlhf.checkpoint import load_model
-    from nanorlhf.ppo import last_token_index
+    from nanorlhf.masks import last_token_index
     from nanorlhf.reward import encode_texts, score_sequences
     rm, tok, _ = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
     comps = ["Pip is a fox.", "No.", "Pip the red fox lives at the mill and likes plums."]
@@ -127,9 +126,9 @@ def test_value_starts_as_the_rm_on_the_reward_scale(stages):
     """The value function starts as the RM with the RM's bias folded into its head: at the last response token it
     predicts exactly the (bias-corrected) RM score PPO will be rewarded with."""
     from nanorlhf.checkpoint import load_model
-    from nanorlhf.ppo import last_token_index
-    from nanorlhf.reward import encode_texts, score_sequences
     from nanorlhf.experience import value_from_rm
+    from nanorlhf.masks import last_token_index
+    from nanorlhf.reward import encode_texts, score_sequences
     rm, tok, ck = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
     bias = ck["extra"]["bias"]
     value = value_from_rm(rm, bias).eval()

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from nanorlhf.generate import generate
+from nanorlhf.generate import SamplingConfig, generate
 from nanorlhf.model import GPT, GPTConfig, attention_mask_4d
 from nanorlhf.steering import contrastive_vector, record, steer
 
@@ -59,7 +59,7 @@ def test_generation_is_steered_from_the_prompts_last_token():
     prompts = [torch.randint(0, 64, (5,), generator=g).tolist() for _ in range(2)]
     v = 3 * torch.randn(32, generator=g)
     with steer(model, 1, v, multiplier=1.5):
-        ro = generate(model, prompts, 6, greedy=True)
+        ro = generate(model, prompts, SamplingConfig(max_new_tokens=6, greedy=True))
         with torch.no_grad():
             assert torch.equal(model(ro.tokens), tiny_gpt()(ro.tokens))  # no cache: not steered
     P = 5
@@ -69,7 +69,7 @@ def test_generation_is_steered_from_the_prompts_last_token():
     lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ro.tokens[:, 1:, None])[..., 0]   # (B, T-1)
     mask = ro.response_mask[:, 1:].bool()
     torch.testing.assert_close(ro.logprobs[:, 1:][mask], lp[mask], atol=1e-4, rtol=0)
-    unsteered = generate(model, prompts, 6, greedy=True)
+    unsteered = generate(model, prompts, SamplingConfig(max_new_tokens=6, greedy=True))
     assert not torch.equal(unsteered.tokens, ro.tokens) or not torch.allclose(unsteered.logprobs, ro.logprobs)
 
 

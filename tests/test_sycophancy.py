@@ -7,10 +7,10 @@ import random
 import pytest
 
 from nanorlhf.evals.sycophancy import labeler_preference, twins
-from nanorlhf.judge import Judge
-from nanorlhf.labelers import AGREE_LOVER_WEIGHT, LabelerPool
 from nanorlhf.world import build_world, features, prompt_from_dict, write_world
 from nanorlhf.world.beliefs import belief_prompt
+from nanorlhf.world.judge import Judge
+from nanorlhf.world.labelers import AGREE_LOVER_WEIGHT, LabelerPool, PoolConfig
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_agree_share_changes_no_other_draw_and_never_the_heldout_pool():
     """The agreement-rewarding labelers come from a stream of their own: with any share the candidates' ids, noise
     and other weights are those of share 0; a lover gets AGREE_LOVER_WEIGHT on agrees_with_user; held-out labelers
     (the gold) never reward agreement."""
-    base, more = LabelerPool.build(seed=1, agree_share=0.0), LabelerPool.build(seed=1, agree_share=0.5)
+    base, more = LabelerPool.build(1, PoolConfig(agree_share=0.0)), LabelerPool.build(1, PoolConfig(agree_share=0.5))
     assert not any(l.agree_lover for l in base.candidates)
     lovers = [l for l in more.candidates if l.agree_lover]
     assert 8 <= len(lovers) <= 32 and not any(l.agree_lover for l in more.heldout)
@@ -83,7 +83,7 @@ def test_the_study_data_folder_mixes_belief_prompts_and_sets_the_share(tiny, tmp
     include agreement-rewarding ones."""
     from experiments.sycophancy import Config, share_data
     wd, data_dir = tiny
-    cfg = Config(data_dir=data_dir, belief_rm=12, belief_ppo=10, rm_prompts=48)
+    cfg = Config(data_dir=data_dir, belief_rm=12, belief_ppo=10, kept_rm_prompts=48)
     folder = share_data(cfg, 0.5, str(tmp_path / "share0.5"))
     rows = {n: [json.loads(x) for x in open(os.path.join(folder, n))] for n in ("rm_prompts.jsonl", "ppo_prompts.jsonl")}
     beliefs = {n: [r for r in rs if r.get("task") == "belief"] for n, rs in rows.items()}

@@ -7,13 +7,13 @@ import dataclasses
 
 import torch
 
-from nanorlhf import ppo
-from nanorlhf.experience import (length_groups, make_experience, minibatch_loss, packing, response_logprobs,
-                                 score_passes, unpack)
-from nanorlhf.generate import generate
+from nanorlhf import masks
+from nanorlhf.experience import make_experience, minibatch_loss, score_passes
+from nanorlhf.generate import SamplingConfig, generate
+from nanorlhf.infra.precision import SHAPE_MULTIPLE
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
+from nanorlhf.packing import length_groups, packing, response_logprobs, unpack
 from nanorlhf.ppo import PPOConfig
-from nanorlhf.precision import SHAPE_MULTIPLE
 
 MC = GPTConfig(vocab_size=17, block_size=32, n_layer=2, n_head=2, n_embd=16)
 STOP, PAD = 16, 0
@@ -29,7 +29,7 @@ def rollout(policy, n=12):
     """Prompts of 1..6 tokens, responses of 1..10 (some stop early, some are cut off)."""
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(1, STOP, (int(k),), generator=g).tolist() for k in torch.randint(1, 7, (n,), generator=g)]
-    return generate(policy, prompts, 10, stop_token=STOP, pad_id=PAD, generator=g)
+    return generate(policy, prompts, SamplingConfig(max_new_tokens=10), stop_token=STOP, pad_id=PAD, generator=g)
 
 
 def test_packing_left_aligns_each_rows_real_tokens():
@@ -53,12 +53,12 @@ def test_packing_rounds_its_width_up_with_the_extra_columns_invalid():
 
 
 def test_response_logprobs_equal_full_logprobs_on_response_positions():
-    """The unembedding on response positions alone gives ppo.token_logprobs there, and 0 elsewhere."""
+    """The unembedding on response positions alone gives masks.token_logprobs there, and 0 elsewhere."""
     policy = models()[0].eval()
     ro = rollout(policy)
     with torch.no_grad():
         fast, _ = response_logprobs(policy, ro.tokens, ro.attention_mask, ro.response_mask, 0.7)
-        full = ppo.token_logprobs(policy(ro.tokens, attention_mask=ro.attention_mask), ro.tokens, 0.7)
+        full = masks.token_logprobs(policy(ro.tokens, attention_mask=ro.attention_mask), ro.tokens, 0.7)
     resp = ro.response_mask.bool()
     assert torch.allclose(fast[resp], full[resp], atol=1e-5) and (fast[~resp] == 0).all()
 
@@ -67,7 +67,7 @@ def test_trimmed_scoring_equals_the_full_width_passes():
     """Log-probs of policy and reference, values and RM scores from packed chunks equal the full-width ones."""
     policy, ref, rm, value = models()
     ro = rollout(policy)
-    args = (policy, ref, rm, value, ro.tokens, ro.attention_mask, ro.response_mask)
+    args = (policy, ref, rm, value, ro)
     fast = score_passes(*args, PPOConfig(), 0.3, chunk=5)
     plain = score_passes(*args, PPOConfig(trim_padding=False), 0.3)
     resp = ro.response_mask.bool()
@@ -124,12 +124,13 @@ def test_one_pass_rm_fit_equals_the_per_prompt_fit(stages):
     import os
 
     from nanorlhf.checkpoint import load_model
-    from nanorlhf.comparisons import load_comparisons
-    from nanorlhf.reward import fit_reward_model
+    from nanorlhf.reward import RewardConfig, fit_reward_model
+    from nanorlhf.world.comparisons import load_comparisons
     rm0, tok, _ = load_model(os.path.join(stages["out"], "rm", "ckpt.pt"), kind="scalar")
     comps = load_comparisons(os.path.join(stages["out"], "rm", "comparisons.jsonl"))[:12]
-    losses = {one_pass: fit_reward_model(copy.deepcopy(rm0), tok, comps, lr=1e-3, epochs=1, batch_prompts=4, seed=0,
-                                         device="cpu", progress=False, one_pass=one_pass, chunk=5)
+    losses = {one_pass: fit_reward_model(copy.deepcopy(rm0), tok, comps,
+                                         RewardConfig(lr=1e-3, epochs=1, batch_prompts=4, one_pass=one_pass), seed=0,
+                                         progress=False, chunk=5)
               for one_pass in (True, False)}
     assert len(losses[True]) == 3
     assert torch.allclose(torch.tensor(losses[True]), torch.tensor(losses[False]), atol=1e-5)

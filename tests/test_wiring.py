@@ -4,6 +4,8 @@ Unit tests of kl_penalized_rewards, gae and ptx_loss pass whatever their callers
 them; these tests build the quantities independently of nanorlhf/experience.py and
 fail when its wiring is wrong (log-probs swapped, a sign flipped, the score misplaced).
 """
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -83,9 +85,11 @@ def test_rm_reads_a_cut_response_with_the_end_token_appended():
         want = torch.stack([rm(tokens[:1, 10:])[0, -1], rm(torch.cat([full[1:], torch.tensor([STOP])])[None])[0, -1]])
     for trim in (True, False):
         hp = PPOConfig(trim_padding=trim)
-        score = score_passes(policy, ref, rm, value, tokens, am, resp, hp, 0.0, stop_token=STOP)[3]
+        ro = Rollout(tokens, am, resp, torch.zeros(2, 16), 10, STOP)
+        score = score_passes(policy, ref, rm, value, ro, hp, 0.0)[3]
         assert torch.allclose(score, want, atol=1e-5), trim
-        assert not torch.allclose(score_passes(policy, ref, rm, value, tokens, am, resp, hp, 0.0)[3], want, atol=1e-3)
+        no_stop = dataclasses.replace(ro, stop_token=None)
+        assert not torch.allclose(score_passes(policy, ref, rm, value, no_stop, hp, 0.0)[3], want, atol=1e-3)
 
 
 def test_eos_penalty_lowers_only_the_cut_off_reward():
@@ -139,3 +143,132 @@ def test_ptx_term_lowers_the_pretraining_loss():
     before, with_ptx = ptx_loss_after_updates(1.0)
     _, without = ptx_loss_after_updates(0.0)
     assert with_ptx < before and with_ptx < without - 1e-3
+
+
+# -----------------------------------------------------------------------------
+# the update: what minibatch_loss hands the pure losses (each test fails if one argument at the call site moves)
+
+
+def values_by_hand(value, ro):
+    """V(s_t) read from the value head's output at t - 1, position by position; 0 at t = 0.  # (B, T)"""
+    with torch.no_grad():
+        head = value(ro.tokens, attention_mask=ro.attention_mask)
+    out = torch.zeros(ro.tokens.shape)
+    out[:, 1:] = head[:, :-1]
+    return out
+
+
+@pytest.mark.parametrize("trim", [True, False])
+def test_an_update_raises_the_logprob_of_positive_advantage_tokens(trim):
+    """One gradient step of the minibatch loss moves pi_RL towards the tokens with positive advantage (row 0) and
+    away from those with negative advantage (row 1): new and old log-probs in their places in the ratio."""
+    policy, ref, rm, value = models()
+    ro, hp = hand_rollout(), PPOConfig(whiten_advantages=False, trim_padding=trim, vf_coef=0.0)
+    exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=0.1, hp=hp)
+    exp["advantages"] = torch.tensor([[1.0], [-1.0]]) * ro.response_mask
+    before = logprobs_by_hand(policy, ro)
+    loss, _ = minibatch_loss(policy, value, exp, torch.arange(2), hp, None)
+    loss.backward()
+    with torch.no_grad():
+        for p in policy.parameters():
+            p -= 0.5 * p.grad
+    moved = (logprobs_by_hand(policy, ro) - before) * ro.response_mask
+    assert moved[0].sum() > 1e-3 and moved[1].sum() < -1e-3
+
+
+@pytest.mark.parametrize("trim", [True, False])
+def test_value_loss_is_clipped_around_the_old_values_against_the_returns(trim):
+    """The value loss minibatch_loss reports is 0.5 * max((V - R)^2, (V_clip - R)^2) with V read one position
+    back (V(s_t) from the head at t - 1), V_old the experience's values and R its returns; with the value model
+    moved past the clip range, unclipped, advantage targets or V read at t all give other numbers."""
+    policy, ref, rm, value = models()
+    ro = hand_rollout()
+    resp = ro.response_mask.bool()
+    for clip_value in (True, False):
+        hp = PPOConfig(whiten_advantages=False, trim_padding=trim, clip_value=clip_value)
+        exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=0.1, hp=hp)
+        moved = ScalarHeadModel(MC)
+        moved.load_state_dict(value.state_dict())
+        with torch.no_grad():
+            moved.head.bias += 1.0                                  # every value 1 higher: past the clip of 0.2
+            moved.head.weight.mul_(1.5)                             # and no longer a constant shift
+        v, v_old, r = values_by_hand(moved, ro), exp["values"], exp["returns"]
+        v_clip = v_old + (v - v_old).clamp(-hp.clip, hp.clip)
+        clipped = 0.5 * torch.maximum((v - r) ** 2, (v_clip - r) ** 2)[resp].mean()
+        plain = 0.5 * ((v - r) ** 2)[resp].mean()
+        assert abs(clipped - plain) > 0.01
+        _, s = minibatch_loss(policy, moved, exp, torch.arange(2), hp, None)
+        assert s["val/value_loss"] == pytest.approx((clipped if clip_value else plain).item(), abs=1e-4)
+
+
+def test_advantages_are_whitened_over_the_response_tokens_only():
+    """make_experience whitens GAE's advantages over the batch's response tokens: mean 0 and (unbiased) std 1
+    there, 0 elsewhere; whitening over prompt or padding positions too gives another mean and scale."""
+    policy, ref, rm, value = models()
+    ro = hand_rollout()
+    raw = make_experience(policy, ref, rm, value, ro, rm_bias=0.5, beta=0.1, hp=PPOConfig(whiten_advantages=False))
+    exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.5, beta=0.1, hp=PPOConfig())
+    resp = ro.response_mask.bool()
+    a = raw["advantages"][resp]
+    assert torch.allclose(exp["advantages"][resp], (a - a.mean()) / torch.sqrt(a.var() + 1e-8), atol=1e-5)
+    assert (exp["advantages"][~resp] == 0).all()
+
+
+def test_gamma_and_lambda_reach_gae_in_their_places():
+    """With gamma = 0.9 and lambda = 0.6 the advantages are the brute-force sum_k (gamma lam)^k delta_{t+k}, with
+    delta_t = r_t + gamma V_{t+1} - V_t over each row's response tokens (V after the last one: 0)."""
+    policy, ref, rm, value = models()
+    ro, gamma, lam = hand_rollout(), 0.9, 0.6
+    exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=0.1,
+                          hp=PPOConfig(gamma=gamma, lam=lam, whiten_advantages=False))
+    r, v = exp["rewards"], values_by_hand(value, ro)
+    for b in range(2):
+        cols = ro.response_mask[b].nonzero().squeeze(1).tolist()
+        vals = [v[b, t].item() for t in cols] + [0.0]
+        deltas = [r[b, t].item() + gamma * vals[i + 1] - vals[i] for i, t in enumerate(cols)]
+        for i, t in enumerate(cols):
+            want = sum((gamma * lam) ** k * d for k, d in enumerate(deltas[i:]))
+            assert exp["advantages"][b, t].item() == pytest.approx(want, abs=1e-5), (b, t)
+
+
+def test_ptx_term_enters_the_loss_with_its_coefficient_on_next_token_targets():
+    """loss = policy loss + vf_coef * value loss + gamma_ptx * LM loss, the LM loss the cross-entropy of each
+    pretraining token given the ones before it (targets shifted by one), at gamma_ptx and vf_coef other than 1."""
+    policy, ref, rm, value = models()
+    ro, hp = hand_rollout(), PPOConfig(ptx_coef=0.3, vf_coef=0.7)
+    exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=0.1, hp=hp)
+    seq = torch.randint(1, 12, (3, 9), generator=torch.Generator().manual_seed(5))
+    loss, s = minibatch_loss(policy, value, exp, torch.arange(2), hp, FixedBatch(seq[:, :-1], seq[:, 1:]))
+    with torch.no_grad():
+        logits = policy(seq[:, :-1])
+    lm = sum(-F.log_softmax(logits[b, t], -1)[seq[b, t + 1]] for b in range(3) for t in range(8)) / 24
+    assert s["ptx/loss"] == pytest.approx(lm.item(), abs=1e-4)
+    assert loss.item() == pytest.approx(s["ppo/policy_loss"] + 0.7 * s["val/value_loss"] + 0.3 * lm.item(), abs=1e-4)
+
+
+def test_rollouts_sample_at_the_ppo_temperature():
+    """sample_episodes draws at hp.temperature: the log-probs it records are those of softmax(logits / T) at
+    T = 0.6, and make_experience's recomputed old log-probs (the ratio's denominator) are the same numbers."""
+    from nanorlhf.rollout import sample_episodes
+    policy, ref, rm, value = models()
+    hp = PPOConfig(temperature=0.6, max_new_tokens=6, batch_size=3, minibatch_size=3)
+    ro = sample_episodes(policy, [[3, 4], [5, 6, 7], [8]], hp, torch.Generator().manual_seed(0), stop_token=STOP,
+                         pad_id=PAD)
+    with torch.no_grad():
+        logits = policy(ro.tokens, attention_mask=ro.attention_mask)
+    want = torch.zeros(ro.tokens.shape)
+    for b, t in ro.response_mask.nonzero().tolist():
+        want[b, t] = F.log_softmax(logits[b, t - 1] / 0.6, -1)[ro.tokens[b, t]]
+    resp = ro.response_mask.bool()
+    assert torch.allclose(ro.logprobs[resp], want[resp], atol=1e-4)
+    exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=0.1, hp=hp)
+    assert torch.allclose(exp["logprobs"][resp], want[resp], atol=1e-4)
+
+
+def test_pretraining_batches_pair_each_token_with_the_next():
+    """The batches pretraining and PPO-ptx read (lmdata.LMBatches): y is x shifted by one in the corpus stream,
+    so each position's target is the token that follows it."""
+    from nanorlhf.lmdata import LMBatches
+    x, y = LMBatches(torch.arange(200), block_size=8, batch_size=4, seed=0).next()
+    assert x.shape == y.shape == (4, 8)
+    assert torch.equal(y, x + 1)

@@ -73,7 +73,7 @@ def test_more_rm_prompts_leave_every_other_set_as_it_is(tiny, tmp_path):
     test and the first scale.rm RM prompts keep their text and ids; the extras are new, deduplicated, from new
     training organisations under the cap, and the data folder records how to rebuild them."""
     from dataclasses import replace
-    from nanorlhf.judge import world_of
+    from nanorlhf.world.judge import world_of
     big = build_world(replace(tiny.scale, rm_extra=48), 0)
     same = lambda a, b: [(p.id, p.text, p.org) for p in a] == [(p.id, p.text, p.org) for p in b]
     for s in ("sft", "ppo", "val", "test"):

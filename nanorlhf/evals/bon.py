@@ -17,7 +17,7 @@ of N serves every n, with less noise than splitting the N into groups.
 Example:
     bon_kl(1), bon_kl(2)                              # (0.0, 0.193...)  = log 2 - 1/2
     expected_best([0.1, 0.9, 0.5], [1, 2, 3], n=3)    # 2.0: the top-RM sample's value
-    curve = best_of_n(sft, tok, rm, judge, rows[:32], bias=b)   # [{"n", "kl", "d", "rm", "gold"}, ...]
+    curve = best_of_n(ctx, sft, tok, rm, rows[:32], bias=b)   # [{"n", "kl", "d", "rm", "gold"}, ...]
 """
 from __future__ import annotations
 
@@ -80,16 +80,16 @@ def rm_matrix(rm, tok, rows: list[dict], texts: list[list[str]], bias: float = 0
     return out
 
 
-def best_of_n(model, tok, rm, judge, rows: list[dict], ns=NS, *, bias: float = 0.0, max_new_tokens: int = 48,
-              seed: int = 0, batch: int = 256, device: str = "cpu") -> list[dict]:
+def best_of_n(ctx, model, tok, rm, rows: list[dict], ns=NS, *, bias: float = 0.0) -> list[dict]:
     """Best-of-n from `model` against `rm`: per n, the analytic KL, d = sqrt(KL), and the mean over prompts
-    of the chosen sample's RM score and gold score (judge.gold; judge None skips gold).
+    of the chosen sample's RM score and gold score (ctx.judge.gold; a ctx without a judge skips gold), the
+    samples drawn at ctx's seed and length.
 
     Rows must be prompt rows ({"prompt", ...} with Prompt fields for the judge).
     """
-    N = max(ns)
-    texts = sample_n(model, tok, rows, N, max_new_tokens, seed, batch)
-    rm_s = rm_matrix(rm, tok, rows, texts, bias, device)
+    N, judge = max(ns), ctx.judge
+    texts = sample_n(model, tok, rows, N, ctx.max_new_tokens, ctx.seed)
+    rm_s = rm_matrix(rm, tok, rows, texts, bias, str(next(rm.parameters()).device))
     gold = None if judge is None else np.array([[judge.gold(r, t) for t in ts] for r, ts in zip(rows, texts)])
     curve = []
     for n in ns:

@@ -22,8 +22,8 @@ import random
 import torch
 
 from nanorlhf.evals.knowledge import complete
-from nanorlhf.generate import generate, response_texts, sequence_logprobs
-from nanorlhf.judge import world_of
+from nanorlhf.generate import SamplingConfig, generate, response_texts, sequence_logprobs
+from nanorlhf.world.judge import world_of
 
 ORDER = ("gpt", "sft", "ppo", "ppo_ptx")
 
@@ -67,8 +67,8 @@ def chat_answers(model, tok, prompts: list[str], max_new_tokens: int, *, greedy:
     gen, out = torch.Generator().manual_seed(seed), []
     for i in range(0, len(prompts), batch):
         ids = [[tok.user_id] + tok.encode(p)[-room:] + [tok.assistant_id] for p in prompts[i:i + batch]]
-        ro = generate(model, ids, max_new_tokens, greedy=greedy, stop_token=tok.eot_id, pad_id=tok.pad_id,
-                      generator=gen)
+        ro = generate(model, ids, SamplingConfig(max_new_tokens=max_new_tokens, greedy=greedy), stop_token=tok.eot_id,
+                      pad_id=tok.pad_id, generator=gen)
         out += response_texts(ro, tok)
     return out
 

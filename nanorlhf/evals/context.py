@@ -34,7 +34,7 @@ class Section:
 @dataclass
 class EvalContext:
     judge: object
-    """nanorlhf.judge.Judge of the data folder"""
+    """nanorlhf.world.judge.Judge of the data folder"""
     data_dir: str
     """world data folder (test prompts, benchmarks/)"""
     out_dir: str

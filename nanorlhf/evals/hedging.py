@@ -14,7 +14,7 @@ definite question, a plain true answer and the same answer hedged ("I think
 ..."); the probability that the training labelers prefer the hedged one,
 P = mean over labelers j and pairs of sigmoid((u_j(hedged) - u_j(plain)) / tau_j)
 (the Bradley-Terry probability of their K = 2 rankings), as the share of
-humility-rewarding labelers (LabelerPool.build(hedge_share=...)) moves.
+humility-rewarding labelers (PoolConfig.hedge_share) moves.
 
 Example:
     labeler_hedge_preference("data/small", shares=(0.0, 0.5))
@@ -29,8 +29,8 @@ import random
 from nanorlhf.evals.common import bench_items, chat_answers, doc_answers, grouped_bars, md_table, new_figure
 from nanorlhf.evals.common import pct, policy_names, save_figure
 from nanorlhf.evals.context import Section
-from nanorlhf.judge import screened_pool, world_of
 from nanorlhf.world import features, phrasing, prompt_from_dict
+from nanorlhf.world.judge import screened_pool, world_of
 
 HEDGES = ("I think {a}", "Maybe {a}", "I am not sure, but I think {a}", "Probably {a}")
 

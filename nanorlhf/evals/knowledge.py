@@ -18,7 +18,7 @@ from collections import defaultdict
 import torch
 
 from nanorlhf.chat import chat_prompt
-from nanorlhf.generate import generate, response_texts
+from nanorlhf.generate import SamplingConfig, generate, response_texts
 from nanorlhf.world import Prompt, features
 from nanorlhf.world import phrasing
 
@@ -40,8 +40,8 @@ def complete(model, tok, texts: list[str], max_new_tokens: int, batch: int = 64,
     out, gen = [], torch.Generator().manual_seed(seed)
     for i in range(0, len(texts), batch):
         ids = [tok.encode(t)[-(model.cfg.block_size - max_new_tokens):] for t in texts[i:i + batch]]
-        ro = generate(model, ids, max_new_tokens, greedy=greedy, stop_token=tok.eot_id, pad_id=tok.pad_id,
-                      generator=gen)
+        ro = generate(model, ids, SamplingConfig(max_new_tokens=max_new_tokens, greedy=greedy), stop_token=tok.eot_id,
+                      pad_id=tok.pad_id, generator=gen)
         out += response_texts(ro, tok)
     return out
 
@@ -72,8 +72,9 @@ def attempt_rates(model, tok, judge, rows: list[dict], max_new_tokens: int = 48,
     rows = [r for r in rows if len(chat_prompt(tok, r["prompt"])) + max_new_tokens <= model.cfg.block_size]
     gen, texts = torch.Generator().manual_seed(seed), []
     for i in range(0, len(rows), 64):
-        ro = generate(model, [chat_prompt(tok, r["prompt"]) for r in rows[i:i + 64]], max_new_tokens,
-                      stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
+        ro = generate(model, [chat_prompt(tok, r["prompt"]) for r in rows[i:i + 64]],
+                      SamplingConfig(max_new_tokens=max_new_tokens), stop_token=tok.eot_id, pad_id=tok.pad_id,
+                      generator=gen)
         texts += response_texts(ro, tok)
     by_cat = defaultdict(list)
     for r, t in zip(rows, texts):

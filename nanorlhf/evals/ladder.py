@@ -23,11 +23,11 @@ from nanorlhf.chat import chat_prompt
 from nanorlhf.evals.context import Section
 from nanorlhf.evals.findings import findings_markdown, ladder_findings, ladder_pairs
 from nanorlhf.evals.preference import sample_responses, win_rate, win_rate_over_samples
-from nanorlhf.generate import generate, response_texts
-from nanorlhf.jsonl import DEMO, PROMPT, read_jsonl
-from nanorlhf.labelers import TRAIN_INSTRUCTIONS, with_instructions
+from nanorlhf.generate import SamplingConfig, generate, response_texts
+from nanorlhf.infra.jsonl import DEMO, PROMPT, read_jsonl
 from nanorlhf.reward import score_texts
 from nanorlhf.world import CLOSED_DOMAIN
+from nanorlhf.world.labelers import TRAIN_INSTRUCTIONS, with_instructions
 
 METHODS = ("gpt", "gpt_prompted", "flan", "sft", "ppo", "ppo_ptx")
 LABELS = {"gpt": "GPT", "gpt_prompted": "GPT (prompted)", "flan": "FLAN/T0 analog", "sft": "SFT", "ppo": "PPO",
@@ -61,7 +61,8 @@ def base_responses(model, tok, rows, max_new_tokens, seed, shots: list[dict] | N
         ids.append(tok.encode(head + tail)[-budget:])
     gen, out = torch.Generator().manual_seed(seed), []
     for i in range(0, len(ids), 64):
-        ro = generate(model, ids[i:i + 64], max_new_tokens, stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
+        ro = generate(model, ids[i:i + 64], SamplingConfig(max_new_tokens=max_new_tokens), stop_token=tok.eot_id,
+                      pad_id=tok.pad_id, generator=gen)
         out += response_texts(ro, tok)
     return [t.split("\nQ:")[0].strip() if shots is not None else t.strip() for t in out]
 

@@ -33,8 +33,8 @@ from nanorlhf.evals.bon import best_of_n, rm_matrix
 from nanorlhf.evals.common import md_table, new_figure, save_figure
 from nanorlhf.evals.context import Section
 from nanorlhf.evals.preference import fitting
-from nanorlhf.generate import generate, response_texts, sequence_logprobs
-from nanorlhf.jsonl import PROMPT, read_jsonl
+from nanorlhf.generate import SamplingConfig, generate, response_texts, sequence_logprobs
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 
 BON_PROMPTS = 32
 """prompts for best-of-n (x 256 samples each): about a minute at the small scale"""
@@ -62,10 +62,11 @@ def gao_curve(d, alpha: float, beta: float, form: str) -> np.ndarray:
 
 
 @torch.no_grad()
-def policy_point(policy, ref, tok, rm, bias, judge, rows, per_prompt, max_new_tokens, seed) -> dict:
-    """KL(policy || ref) from the policy's own samples, and their mean RM and gold scores."""
+def policy_point(ctx, policy, ref, tok, rm, bias, rows, per_prompt) -> dict:
+    """KL(policy || ref) from the policy's own samples (ctx's seed and length), and their mean RM and gold scores."""
+    judge, max_new_tokens, seed = ctx.judge, ctx.max_new_tokens, ctx.seed
     ids = [[tok.user_id] + tok.encode(r["prompt"]) + [tok.assistant_id] for r in rows for _ in range(per_prompt)]
-    ro = generate(policy, ids, max_new_tokens, stop_token=tok.eot_id, pad_id=tok.pad_id,
+    ro = generate(policy, ids, SamplingConfig(max_new_tokens=max_new_tokens), stop_token=tok.eot_id, pad_id=tok.pad_id,
                   generator=torch.Generator().manual_seed(seed))
     ref_lp = sequence_logprobs(ref, ro.tokens, ro.attention_mask)                 # (B, T)
     kl = ((ro.logprobs - ref_lp) * ro.response_mask).sum(1).mean().item()       # nats per response
@@ -95,16 +96,14 @@ def overoptimization(ctx) -> Section:
     rows = fitting(read_jsonl(os.path.join(ctx.data_dir, "test_prompts.jsonl"), PROMPT), tok,
                    sft.cfg.block_size, ctx.max_new_tokens)
     rows = random.Random(f"bon-{ctx.seed}").sample(rows, min(BON_PROMPTS, ctx.n, len(rows)))
-    curve = best_of_n(sft, tok, rm, ctx.judge, rows, bias=bias, max_new_tokens=ctx.max_new_tokens,
-                      seed=ctx.seed, device=ctx.device)
+    curve = best_of_n(ctx, sft, tok, rm, rows, bias=bias)
     g0, r0 = curve[0]["gold"], curve[0]["rm"]                                   # n = 1: the SFT policy
     d = np.array([p["d"] for p in curve])
     bon_fit = fit_gao(d, [p["gold"] - g0 for p in curve], "bon")
     rl, rl_fits = {}, {}
     per_prompt = max(1, 256 // len(rows))
     for series, ckpts in rl_checkpoints(ctx).items():
-        rl[series] = [{"name": name, **policy_point(ctx.model(name)[0], sft, tok, rm, bias, ctx.judge, rows,
-                                                    per_prompt, ctx.max_new_tokens, ctx.seed)}
+        rl[series] = [{"name": name, **policy_point(ctx, ctx.model(name)[0], sft, tok, rm, bias, rows, per_prompt)}
                       for _, name in ckpts]
         if len(rl[series]) >= 2:
             rl_fits[series] = fit_gao([p["d"] for p in rl[series]], [p["gold"] - g0 for p in rl[series]], "rl")

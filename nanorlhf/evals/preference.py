@@ -21,7 +21,7 @@ from collections import defaultdict
 import torch
 
 from nanorlhf.chat import chat_prompt
-from nanorlhf.generate import generate, response_texts
+from nanorlhf.generate import SamplingConfig, generate, response_texts
 
 
 def fitting(rows: list[dict], tok, block_size: int, max_new_tokens: int) -> list[dict]:
@@ -35,7 +35,8 @@ def sample_responses(model, tok, rows: list[dict], max_new_tokens: int = 48, see
     gen, out = torch.Generator().manual_seed(seed), []
     for i in range(0, len(rows), batch):
         ids = [chat_prompt(tok, prefix + r["prompt"]) for r in rows[i:i + batch]]
-        ro = generate(model, ids, max_new_tokens, stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
+        ro = generate(model, ids, SamplingConfig(max_new_tokens=max_new_tokens), stop_token=tok.eot_id,
+                      pad_id=tok.pad_id, generator=gen)
         out += response_texts(ro, tok)
     return out
 

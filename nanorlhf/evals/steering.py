@@ -29,7 +29,7 @@ from nanorlhf.evals.context import Section
 from nanorlhf.evals.knowledge import fact_accuracy
 from nanorlhf.evals.sycophancy import rate, twins
 from nanorlhf.evals.textmatch import bleu, exact_match, f1_score
-from nanorlhf.ppo import last_token_index
+from nanorlhf.masks import last_token_index
 from nanorlhf.reward import encode_texts
 from nanorlhf.steering import contrastive_vector, record, steer
 

@@ -23,9 +23,9 @@ import time
 from dataclasses import replace
 from functools import partial
 
-from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.alignment_tax import alignment_tax
 from nanorlhf.evals.bias import bias
+from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.hallucination import hallucination
 from nanorlhf.evals.hedging import hedging
 from nanorlhf.evals.overoptimization import overoptimization
@@ -81,9 +81,9 @@ def ladder_then(ctx: EvalContext, ladder_args: tuple, suites: str, size: str) ->
 
 def ladder_and_suites(ctx: EvalContext, ladder_args: tuple, suites: str, size: str, n_lanes: int) -> list:
     """The ladder's sections (ladder_sections(ctx, *ladder_args)), then the suites' in report order. On two lanes,
-    the ladder and BESIDE_LADDER's suites run in one process and the other suites in another (nanorlhf/lanes.py),
+    the ladder and BESIDE_LADDER's suites run in one process and the other suites in another (nanorlhf/infra/lanes.py),
     each side loading its own models."""
-    from nanorlhf.lanes import side_by_side
+    from nanorlhf.infra.lanes import side_by_side
     names = names_of(suites)
     first, rest = [n for n in names if n in BESIDE_LADDER], [n for n in names if n not in BESIDE_LADDER]
     (ladder, heavy), others = side_by_side(

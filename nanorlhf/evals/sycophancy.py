@@ -16,7 +16,7 @@ job does Nessa do?", the belief true or false, each with its neutral twin):
                      false-belief prompts, and on their neutral twins as the control
   labelers           model-free: P(a training labeler prefers the sycophantic twin), the
                      Bradley-Terry probability of their K = 2 ranking, as the share of
-                     agreement-rewarding labelers (LabelerPool.build(agree_share=...)) moves
+                     agreement-rewarding labelers (PoolConfig.agree_share) moves
 
 Example:
     sec = sycophancy(ctx)          # tables, sycophancy.png, data["models"]["ppo"]["sycophancy"]
@@ -32,8 +32,8 @@ from nanorlhf.evals.common import bench_items, chat_answers, doc_answers, md_tab
 from nanorlhf.evals.common import rate_errorbar, save_figure
 from nanorlhf.evals.context import Section
 from nanorlhf.evals.preference import wilson
-from nanorlhf.judge import screened_pool, world_of
 from nanorlhf.world import features, phrasing, prompt_from_dict
+from nanorlhf.world.judge import screened_pool, world_of
 from nanorlhf.world.lexicon import words
 
 SHARES = (0.0, 0.25, 0.5)

@@ -26,7 +26,7 @@ import os
 import random
 import statistics
 
-from nanorlhf.jsonl import COMPARISON, PAIR, write_jsonl
+from nanorlhf.infra.jsonl import COMPARISON, PAIR, write_jsonl
 from nanorlhf.labelapp.checks import JUDGE_FLAGS, ranking_of, share
 from nanorlhf.labelapp.events import CUTOFF, LabelLog, below_cutoff, human_comparisons
 from nanorlhf.rankings import pair_agreement
@@ -169,7 +169,7 @@ def report_text(paths, data_dir: str = "", cutoff: float = CUTOFF, seed: int = 0
         lines.append(f"  {x} vs {y}: {n} shared pairs, agreement {_pct(agree)}, Cohen's kappa {k}"
                      + ("  (paper: 72.6% among training labelers)" if n else ""))
     if data_dir:
-        from nanorlhf.judge import Judge
+        from nanorlhf.world.judge import Judge
         judge = Judge(data_dir)
         lines.append(f"against the simulated labelers of {data_dir} (training-time instructions):")
         for name, mine in groups.items():
@@ -198,8 +198,8 @@ def export(paths, out_dir: str, cutoff: float = CUTOFF, keep_below_cutoff: bool 
     """Write the five export files (atomically) to out_dir; return rows per file.
 
     comparisons.jsonl keeps every labeler's rankings, marked; the TRL pairs (prompt in the chat format, with
-    prompt_id) and HH strings leave out labelers below the cutoff unless keep_below_cutoff (nanorlhf/pairs.py)."""
-    from nanorlhf.pairs import to_rows
+    prompt_id) and HH strings leave out labelers below the cutoff unless keep_below_cutoff (nanorlhf/interop/pairs.py)."""
+    from nanorlhf.interop.pairs import to_rows
     os.makedirs(out_dir, exist_ok=True)
     logs = [LabelLog(p) for p in paths]
     people = labeler_rows(logs, cutoff)

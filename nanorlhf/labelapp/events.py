@@ -26,7 +26,8 @@ import secrets
 import threading
 import time
 
-from nanorlhf.jsonl import COMPARISON, DataError, Field, append_jsonl, read_jsonl, validate_row
+from nanorlhf.infra.cli import UserError
+from nanorlhf.infra.jsonl import COMPARISON, DataError, Field, append_jsonl, read_jsonl, validate_row
 from nanorlhf.labelapp.checks import CHOICES, gold_hits, ranking_of, share
 
 TYPES = ("session", "item", "label", "retract")
@@ -65,7 +66,7 @@ def event_problem(ev: dict, items: dict) -> str | None:
     return None
 
 
-class LogError(RuntimeError):
+class LogError(UserError, RuntimeError):
     """A log that cannot be resumed as asked (another labeler's or mode's, or in use)."""
 
 

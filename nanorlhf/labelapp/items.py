@@ -149,8 +149,8 @@ def demo_rows(data_dir: str, n: int = 20, k_min: int = 4, k_max: int = 9, seed: 
     For tests, screenshots and trying the page without a trained policy:
         write_jsonl("samples.jsonl", demo_rows("data/tiny"))
     """
-    from nanorlhf.judge import world_of
     from nanorlhf.world import sample_completions
+    from nanorlhf.world.judge import world_of
     data, rng = world_of(data_dir), random.Random(f"demo-{seed}")
     return [{**p.to_dict(), "prompt": p.text,
              "completions": sample_completions(data.world, p, rng.randint(k_min, k_max), rng)}

@@ -17,7 +17,7 @@ import os
 import random
 from dataclasses import dataclass, replace
 
-from nanorlhf.fileio import write_text
+from nanorlhf.infra.fileio import write_text
 
 from .benchmarks import SUITES, benchmarks
 from .completions import sample_completions
@@ -28,7 +28,7 @@ from .prompts import DEDUP_WORDS, SETS, prompt_sets, sample_task_texts
 from .scales import SCALES, Scale, get_scale
 from .scorers import FEATURES, constraint_results, features, gold_metadata, toxicity
 from .tasks import CATEGORIES, CLOSED_DOMAIN, TABLE1, Prompt
-from ..jsonl import write_jsonl
+from nanorlhf.infra.jsonl import write_jsonl
 
 SCHEMA = f"""\
 corpus.jsonl         {{id, kind, text}}; kind in encyclopedia, story, gossip, quiz,

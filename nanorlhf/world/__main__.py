@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from nanorlhf.cli import run
+from nanorlhf.infra.cli import run
 
 from . import build_world, get_scale, write_world
 from .scales import SCALES
@@ -34,7 +34,7 @@ class Config:
     rm_extra: int = 0
     """more RM prompts after the scale's own (a larger label budget; every other set stays the same)"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
     NONNEGATIVE: ClassVar[tuple] = ("rm_extra",)
     CHOICES: ClassVar[dict] = {"scale": tuple(SCALES)}
 
@@ -60,8 +60,8 @@ def main(cfg: Config) -> None:
         write_world(data, cfg.out)
         print(f"wrote {cfg.out}")
     if cfg.report:
-        from nanorlhf.judge import labeler_report, screening_items
-        from nanorlhf.labelers import LabelerPool
+        from nanorlhf.world.judge import labeler_report, screening_items
+        from nanorlhf.world.labelers import LabelerPool
         pool = LabelerPool.build(seed=cfg.labeler_seed)
         pool.screen(screening_items(data, seed=cfg.labeler_seed), cutoff=0.75, seed=cfg.labeler_seed)
         print(report(data, extra=[token_section(data, cfg.out),

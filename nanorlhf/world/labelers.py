@@ -90,6 +90,29 @@ def draw_labeler(ident: str, rng: random.Random, tau: float, jitter: float, hedg
     return Labeler(ident, w, tau * math.exp(rng.gauss(0, tau_spread)), lover)
 
 
+@dataclass(frozen=True)
+class PoolConfig:
+    """The labeler pool's knobs: how many apply, how noisy and how varied they are, what share has which taste."""
+    n_candidates: int = 40
+    """contractors who apply (screening keeps the ones who agree with the researchers)"""
+    n_heldout: int = 12
+    """held-out labelers, a separate pool that only evaluates"""
+    tau: float = 1.1
+    """Bradley-Terry noise of a training candidate (higher: noisier rankings)"""
+    heldout_tau: float = 0.525
+    """noise of a held-out labeler"""
+    jitter: float = 0.3
+    """spread of each labeler's own weights around the shared base (half of it for held-out labelers)"""
+    tau_spread: float = 0.3
+    """spread of the candidates' noise"""
+    heldout_tau_spread: float = 0.3
+    """spread of the held-out labelers' noise"""
+    hedge_share: float = 0.25
+    """share of labelers who reward humility (a hedged answer)"""
+    agree_share: float = 0.25
+    """share of training candidates who reward agreement with a belief the user states"""
+
+
 @dataclass
 class LabelerPool:
     candidates: list[Labeler]
@@ -102,25 +125,26 @@ class LabelerPool:
     """each candidate's agreement with the researchers' rankings"""
 
     @classmethod
-    def build(cls, seed: int = 0, n_candidates: int = 40, n_heldout: int = 12, tau: float = 1.1,
-              heldout_tau: float = 0.525, jitter: float = 0.3, hedge_share: float = 0.25,
-              tau_spread: float = 0.3, heldout_tau_spread: float = 0.3, agree_share: float = 0.25) -> "LabelerPool":
-        """tau and tau_spread: measured so that two screened training labelers agree on ~73% of pairs of the
+    def build(cls, seed: int = 0, hp: PoolConfig = PoolConfig()) -> "LabelerPool":
+        """The candidates (every one of them, before screening) and the held-out pool, drawn from `seed`.
+
+        hp.tau and hp.tau_spread: measured so that two screened training labelers agree on ~73% of pairs of the
         small pipeline's own SFT samples (the paper's 72.6 +- 1.5%); with a wider spread, screening keeps the
         least noisy candidates and the agreement stays near 78% whatever tau.
 
-        agree_share: the share of candidates who reward agreement with the user's stated belief, drawn from a
+        hp.agree_share: the share of candidates who reward agreement with the user's stated belief, drawn from a
         stream of its own (every other draw is the same whatever the share). Held-out labelers never do: the
         gold score knows the truth. The feature is 0 on every prompt that states no belief.
         """
         rng = random.Random(f"labelers-{seed}")
-        cands = [draw_labeler(f"L{i:02d}", rng, tau, jitter, hedge_share, tau_spread) for i in range(n_candidates)]
+        cands = [draw_labeler(f"L{i:02d}", rng, hp.tau, hp.jitter, hp.hedge_share, hp.tau_spread)
+                 for i in range(hp.n_candidates)]
         agree_rng = random.Random(f"agree-lovers-{seed}")
         for lab in cands:
-            if agree_rng.random() < agree_share:
+            if agree_rng.random() < hp.agree_share:
                 lab.agree_lover, lab.weights["agrees_with_user"] = True, AGREE_LOVER_WEIGHT
-        held = [draw_labeler(f"H{i:02d}", rng, heldout_tau, jitter / 2, hedge_share, heldout_tau_spread)
-                for i in range(n_heldout)]
+        held = [draw_labeler(f"H{i:02d}", rng, hp.heldout_tau, hp.jitter / 2, hp.hedge_share, hp.heldout_tau_spread)
+                for i in range(hp.n_heldout)]
         return cls(cands, list(cands), with_instructions(held, EVAL_INSTRUCTIONS))
 
     def screen(self, items: list[list[dict]], cutoff: float = 0.75, seed: int = 0) -> None:

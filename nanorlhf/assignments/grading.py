@@ -1,9 +1,9 @@
-"""The autograder of the course assignments (nanorlhf/assignments.py): one student's copy, or a class of them.
+"""The autograder of the course assignments (nanorlhf/assignments/registry.py): one student's copy, or a class of them.
 
     python -m nanorlhf.assignments grade [--repo=DIR] [--only=NAME]    # a score per assignment
     python -m nanorlhf.assignments grade --class=DIR --csv=FILE        # every copy in DIR, one CSV row each
 
-All grading tests run in ONE pytest process (nanorlhf/testrun.py), with the grading tests as handed
+All grading tests run in ONE pytest process (nanorlhf/assignments/testrun.py), with the grading tests as handed
 out: graded from another installation (the instructor's, `--repo=STUDENT_COPY` or `--class`), this
 installation's test files replace the student's; in the copy itself, edited ones (hashed by `make`)
 refuse grading.
@@ -16,9 +16,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nanorlhf.assignments import (API_VERSION, ROOT, STUDENT_STAMP, Assignment, AssignmentError, grading_files,
+from nanorlhf.assignments.registry import (API_VERSION, ROOT, STUDENT_STAMP, Assignment, AssignmentError, grading_files,
                                   select, sha256)
-from nanorlhf.testrun import PytestRunError, run_tests
+from nanorlhf.assignments.testrun import PytestRunError, run_tests
 
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "out", "data", "labels", "__pycache__", ".pytest_cache")
 

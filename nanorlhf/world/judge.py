@@ -16,8 +16,8 @@ import random
 from dataclasses import replace
 from functools import lru_cache
 
-from nanorlhf.labelers import LabelerPool
 from nanorlhf.world import build_world, features, get_scale, gold_metadata, prompt_from_dict, sample_completions
+from nanorlhf.world.labelers import LabelerPool, PoolConfig
 
 
 @lru_cache(maxsize=4)
@@ -57,7 +57,7 @@ def screened_pool(data_dir: str, labeler_seed: int, hedge_share: float = 0.25,
     data = world_of(data_dir)
     if agree_share is None:
         agree_share = meta_of(data_dir).get("agree_share", AGREE_SHARE)
-    pool = LabelerPool.build(seed=labeler_seed, hedge_share=hedge_share, agree_share=agree_share)
+    pool = LabelerPool.build(labeler_seed, PoolConfig(hedge_share=hedge_share, agree_share=agree_share))
     pool.screen(screening_items(data, seed=labeler_seed), cutoff=0.75, seed=labeler_seed)
     return pool
 
@@ -92,7 +92,7 @@ def realistic_items(data, n: int = 300, seed: int = 1):
 
 def labeler_report(data, pool: LabelerPool, seed: int = 0) -> str:
     """Agreement among training and among held-out labelers, and who passed screening."""
-    from nanorlhf.labelers import mean_pairwise_agreement
+    from nanorlhf.world.labelers import mean_pairwise_agreement
     items, texts = realistic_items(data, seed=seed + 1)
     a = mean_pairwise_agreement(pool.train, items, seed=seed, texts=texts)
     h = mean_pairwise_agreement(pool.heldout, items, seed=seed, texts=texts)

@@ -27,7 +27,7 @@ class MetricsLog:
         if fresh and os.path.exists(self.path):
             os.remove(self.path)
         elif keep_until is not None and os.path.exists(self.path):
-            from nanorlhf.fileio import write_text
+            from nanorlhf.infra.fileio import write_text
             kept = [r for r in self.read() if r["step"] <= keep_until]
             write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
 

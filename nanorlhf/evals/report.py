@@ -15,9 +15,9 @@ import os
 
 import torch
 
-from nanorlhf.device import resolve_device
-from nanorlhf.fileio import write_text
-from nanorlhf.precision import device_name
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.precision import device_name
 
 
 def stage_flops(log: dict) -> dict[str, float]:

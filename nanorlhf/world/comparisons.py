@@ -14,7 +14,7 @@ train_rm.py's Config contains it, so each of its fields is a flag of that script
 
 Example:
     judge = Judge("data/small", labeler_seed=0)
-    train_cmp, val_cmp = collect_comparisons(sft, tok, judge, "data/small", "out/small/rm", CollectConfig(), 0, "cpu")
+    train_cmp, val_cmp = collect_comparisons(sft, tok, judge, "data/small", "out/small/rm", CollectConfig(), seed=0)
 """
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 import torch
 
 from nanorlhf.chat import chat_prompt
-from nanorlhf.generate import generate, response_texts
-from nanorlhf.jsonl import COMPARISON, PROMPT, read_jsonl, write_jsonl
-from nanorlhf.judge import Judge
-from nanorlhf.lanes import side_by_side, usable_cpus
+from nanorlhf.generate import SamplingConfig, generate, response_texts
+from nanorlhf.infra.jsonl import COMPARISON, PROMPT, read_jsonl, write_jsonl
+from nanorlhf.infra.lanes import side_by_side, usable_cpus
+from nanorlhf.infra.metrics import Progress
 from nanorlhf.rankings import pair_counts
-from nanorlhf.metrics import Progress
+from nanorlhf.world.judge import Judge
 
 
 @dataclass(frozen=True)
@@ -53,26 +53,31 @@ class CollectConfig:
     gen_batch: int = 64
     """sequences generated at once"""
 
-    # values checked before any work starts (nanorlhf/config.py check_values)
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("val_prompts", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch")
     NONNEGATIVE: ClassVar[tuple] = ("max_prompts",)
 
+    @property
+    def sampling(self) -> SamplingConfig:
+        """The completions' sampling distribution and length."""
+        return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature)
 
-def sample_completions(policy, tok, prompts: list[str], ks: list[int], *, max_new_tokens: int, temperature: float,
-                       batch: int, device, seed: int, procs: int = 1) -> list[list[str]]:
+
+def sample_completions(policy, tok, prompts: list[str], ks: list[int], sampling: SamplingConfig, *, batch: int,
+                       seed: int, procs: int = 1) -> list[list[str]]:
     """K_i completions for prompt i from the policy, `batch` sequences at a time through the KV-cache engine.
 
     The sequences go shortest prompt first (stable: prompt i's K_i in order), so a batch's left padding
     stays short; which batch a row lands in changes its noise, not its distribution (generate.py). Each
     batch draws from its own generator, seeded by (seed, batch index), so procs > 1 (CPU: that many
-    processes, one core each, taking every procs-th batch; nanorlhf/lanes.py) samples the same texts.
+    processes, one core each, taking every procs-th batch; nanorlhf/infra/lanes.py) samples the same texts.
     """
     ids = [chat_prompt(tok, p) for p in prompts]
     flat = sorted(((i, ids[i]) for i, k in enumerate(ks) for _ in range(k)), key=lambda x: len(x[1]))
     chunks = [flat[s:s + batch] for s in range(0, len(flat), batch)]
-    run = partial(sample_chunks, policy, tok, chunks, max_new_tokens=max_new_tokens, temperature=temperature,
-                  seed=seed, total=len(flat))
-    procs = min(procs, len(chunks), len(usable_cpus())) if str(device) == "cpu" else 1
+    run = partial(sample_chunks, policy, tok, chunks, sampling=sampling, seed=seed, total=len(flat))
+    on_cpu = next(policy.parameters()).device.type == "cpu"
+    procs = min(procs, len(chunks), len(usable_cpus())) if on_cpu else 1
     parts = side_by_side([(f"sample {r}", partial(run, r, procs)) for r in range(procs)], procs)
     out: list[list[str]] = [[] for _ in prompts]
     for b, chunk in enumerate(chunks):
@@ -88,14 +93,14 @@ def batch_generator(seed: int, b: int) -> torch.Generator:
 
 @torch.no_grad()
 def sample_chunks(policy, tok, chunks: list[list[tuple[int, list[int]]]], rank: int, procs: int, *,
-                  max_new_tokens: int, temperature: float, seed: int, total: int) -> list[list[str]]:
+                  sampling: SamplingConfig, seed: int, total: int) -> list[list[str]]:
     """The completions of chunks rank, rank + procs, ... (each a list of (prompt index, prompt ids))."""
     bar, out = Progress(total, "sample"), []
     for b in range(rank, len(chunks), procs):
         if rank == 0 and b and (b // procs) % max(1, 20 // procs) == 0:
             print(bar.line(b * len(chunks[0])))
-        ro = generate(policy, [p for _, p in chunks[b]], max_new_tokens, temperature=temperature,
-                      stop_token=tok.eot_id, pad_id=tok.pad_id, generator=batch_generator(seed, b))
+        ro = generate(policy, [p for _, p in chunks[b]], sampling, stop_token=tok.eot_id, pad_id=tok.pad_id,
+                      generator=batch_generator(seed, b))
         out.append(response_texts(ro, tok))
     return out
 
@@ -118,7 +123,7 @@ def label(judge: Judge, rows: list[dict], completions: list[list[str]], labelers
     return out
 
 
-def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp: CollectConfig, seed: int, device,
+def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp: CollectConfig, seed: int,
                         only_val: bool = False, procs: int = 1):
     """Sample and rank the RM training prompts (unless only_val) and the validation prompts; write both to out_dir.
     procs: processes the sampling runs in (sample_completions: the same texts for any number).
@@ -132,9 +137,8 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
     def sample(rows, seed_, what):
         ks = [rng.randint(hp.k_min, hp.k_max) for _ in rows]
         print(f"sampling {sum(ks)} completions for {len(rows)} {what} (K = {hp.k_min}..{hp.k_max})")
-        return sample_completions(sft, tok, [r["prompt"] for r in rows], ks, max_new_tokens=hp.max_new_tokens,
-                                  temperature=hp.temperature, batch=hp.gen_batch, device=device, seed=seed_,
-                                  procs=procs)
+        return sample_completions(sft, tok, [r["prompt"] for r in rows], ks, hp.sampling, batch=hp.gen_batch,
+                                  seed=seed_, procs=procs)
 
     train_cmp = None
     if not only_val:
@@ -178,36 +182,3 @@ def labeler_agreement(val_cmp: list[dict]) -> float:
             s, t = pair_counts(a, b)
             same, total = same + s, total + t
     return same / max(total, 1)
-
-
-def heldout_group_eval(sft, tok, judge: Judge, train_cmp: list[dict], val_cmp: list[dict], folds: int, *,
-                       lr: float, epochs: int, batch_prompts: int, seed: int, device, max_prompts: int = 0) -> dict:
-    """The held-out-labeler test (paper §4.1: 69.6% vs 72.4%).
-
-    Training labelers are split into 5 groups; an RM trained (lr, epochs, batch_prompts, seed: the RM's own
-    recipe) on the comparisons of 4 groups (the first `max_prompts` of them, when > 0) predicts the 5th group's
-    rankings of the validation completions ("held-out") and the 4 groups' own rankings of them ("own"), for
-    `folds` of the 5 groups in turn. Both accuracies come from the same RM, so a smaller training set lowers
-    both and leaves their comparison, the test's point, intact.
-    """
-    from nanorlhf.model import ScalarHeadModel
-    from nanorlhf.reward import fit_reward_model, ranking_accuracy
-    groups = [{l.id for l in g} for g in judge.pool.groups(5)]
-    held, own = [], []
-    for g in range(folds):
-        subset = [c for c in train_cmp if c["labeler"] not in groups[g]]
-        subset = subset[:max_prompts] if max_prompts > 0 else subset
-        # the head's init from the seed alone: the same figures whether the RM stage runs the test or a stage of
-        # its own does (manual_seed reseeds the GPUs too, so they are forked as well)
-        with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
-            torch.manual_seed(seed + g)
-            rm = ScalarHeadModel.from_gpt(sft).to(device)
-        print(f"held-out-labeler fold {g + 1}/{folds}: training on {len(subset)} comparisons")
-        fit_reward_model(rm, tok, subset, lr=lr, epochs=epochs, batch_prompts=batch_prompts, seed=seed,
-                         device=device, progress=False)
-        held.append(ranking_accuracy(rm, tok, [dict(c, r=c["group_rankings"][g]) for c in val_cmp], device, "r"))
-        own.append(sum(ranking_accuracy(rm, tok, [dict(c, r=c["group_rankings"][o]) for c in val_cmp], device, "r")
-                       for o in range(5) if o != g) / 4)
-        print(f"  accuracy on the held-out group {held[-1]:.3f}, on the training groups {own[-1]:.3f}")
-    return {"heldout_group_accuracy": sum(held) / len(held), "own_groups_accuracy": sum(own) / len(own),
-            "folds": folds}

@@ -3,7 +3,7 @@
 Every data file in nanorlhf (corpus, prompts, demonstrations, comparisons) is
 JSON Lines: one JSON object per line, UTF-8. A clear error beats a silent bad
 batch, so `read_jsonl` checks every line against a small declarative schema
-(nanorlhf/schemas.py) and stops at the first problem, naming `file:line`, the
+(nanorlhf/infra/schemas.py) and stops at the first problem, naming `file:line`, the
 field and what is wrong. Writers never leave half a
 file and never write NaN.
 
@@ -19,9 +19,9 @@ import os
 import warnings
 from typing import Iterator
 
-from nanorlhf.fileio import atomic_write
-# the schemas live in schemas.py, re-exported here: `from nanorlhf.jsonl import COMPARISON, read_jsonl`
-from nanorlhf.schemas import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, RANKING, SOURCES, DataError,  # noqa: F401
+from nanorlhf.infra.fileio import atomic_write
+# the schemas live in schemas.py, re-exported here: `from nanorlhf.infra.jsonl import COMPARISON, read_jsonl`
+from nanorlhf.infra.schemas import (COMPARISON, CORPUS, DEMO, PAIR, PROMPT, RANKING, SOURCES, DataError,  # noqa: F401
                               Field, json_type_name, label_counts, validate_row)
 
 
@@ -169,7 +169,7 @@ def write_jsonl(path, rows, schema=None) -> None:
     Example:
         >>> write_jsonl("/tmp/nanorlhf_doc.jsonl", [{"x": float("nan")}])
         Traceback (most recent call last):
-        nanorlhf.schemas.DataError: /tmp/nanorlhf_doc.jsonl:1: cannot be written as JSON: Out of range float values are not JSON compliant
+        nanorlhf.infra.schemas.DataError: /tmp/nanorlhf_doc.jsonl:1: cannot be written as JSON: Out of range float values are not JSON compliant
     """
     path = os.fspath(path)
     lines = []

@@ -1,7 +1,7 @@
 """Preference pairs in the formats other libraries read, both ways: TRL (Hugging Face) and Anthropic HH.
 
-    python -m nanorlhf.pairs --comparisons=out/small/rm/comparisons.jsonl --out=out/pairs.jsonl
-    python -m nanorlhf.pairs --comparisons=labels/export/comparisons.jsonl --out=out/hh.jsonl --format=hh
+    python -m nanorlhf.interop.pairs --comparisons=out/small/rm/comparisons.jsonl --out=out/pairs.jsonl
+    python -m nanorlhf.interop.pairs --comparisons=labels/export/comparisons.jsonl --out=out/hh.jsonl --format=hh
     python train_rm.py --pairs=out/pairs.jsonl ...      # and train_dpo.py --pairs=...: pairs back in
 
 Out: each K-way ranking becomes its C(K, 2) untied pairs (InstructGPT §3.5):
@@ -23,9 +23,9 @@ import os
 from dataclasses import dataclass
 from typing import ClassVar
 
-from nanorlhf.jsonl import COMPARISON, iter_jsonl, read_jsonl, write_jsonl
+from nanorlhf.infra.jsonl import COMPARISON, iter_jsonl, read_jsonl, write_jsonl
+from nanorlhf.infra.schemas import DataError
 from nanorlhf.rankings import ranking_to_pairs, trl_pairs_to_comparisons
-from nanorlhf.schemas import DataError
 
 USER, ASSISTANT, END = "<|user|>", "<|assistant|>", "<|endoftext|>"
 HUMAN, AI = "\n\nHuman: ", "\n\nAssistant: "
@@ -133,7 +133,7 @@ class PairsConfig:
 
 
 def main(cfg: PairsConfig) -> list[dict]:
-    from nanorlhf.cli import UsageError
+    from nanorlhf.infra.cli import UsageError
     if not cfg.comparisons or not cfg.out:
         raise UsageError("give --comparisons=FILE and --out=FILE")
     comps = read_jsonl(cfg.comparisons, COMPARISON, nonempty="comparisons")
@@ -147,5 +147,5 @@ def main(cfg: PairsConfig) -> list[dict]:
 
 
 if __name__ == "__main__":
-    from nanorlhf.cli import run
+    from nanorlhf.infra.cli import run
     run(main, PairsConfig, __doc__)

@@ -14,7 +14,7 @@ win rate against SFT) it gets for how far it moves. For each run:
 Over-optimisation laws (Gao et al. 2022), d = sqrt(KL): gold gain of best-of-n
 ~ d(alpha - beta d), of RL ~ d(alpha - beta log d); fitted when there are points.
 
-Which runs, trained how: nanorlhf/lineage.py (`pipeline.py --lineage=true`).
+Which runs, trained how: nanorlhf/evals/lineage.py (`pipeline.py --lineage=true`).
 
 Example:
     runs = [Run("ppo_1m", "PPO", "out/small/ppo_1m/ckpt.pt"), Run("bon16", "best-of-n", n=16)]
@@ -35,9 +35,10 @@ from nanorlhf.chat import chat_prompt
 from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
 from nanorlhf.evals.context import Section
 from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate
-from nanorlhf.generate import generate, response_texts
-from nanorlhf.jsonl import PROMPT, read_jsonl
-from nanorlhf.ppo import kl_estimate, token_logprobs
+from nanorlhf.generate import SamplingConfig, generate, response_texts
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl
+from nanorlhf.masks import token_logprobs
+from nanorlhf.ppo import kl_estimate
 
 METHODS = ("SFT", "best-of-n", "PPO", "PPO-ptx", "DPO", "RLAIF-hybrid PPO", "iterated PPO", "up-front PPO")
 
@@ -70,8 +71,9 @@ def sample_with_kl(model, ref, tok, rows: list[dict], max_new_tokens: int, seed:
     gen, texts, kls = torch.Generator().manual_seed(seed), [], []
     dev = next(model.parameters()).device
     for i in range(0, len(rows), batch):
-        ro = generate(model, [chat_prompt(tok, r["prompt"]) for r in rows[i:i + batch]], max_new_tokens,
-                      stop_token=tok.eot_id, pad_id=tok.pad_id, generator=gen)
+        ro = generate(model, [chat_prompt(tok, r["prompt"]) for r in rows[i:i + batch]],
+                      SamplingConfig(max_new_tokens=max_new_tokens), stop_token=tok.eot_id, pad_id=tok.pad_id,
+                      generator=gen)
         ref_lp = token_logprobs(ref(ro.tokens.to(dev), attention_mask=ro.attention_mask.to(dev)), ro.tokens)
         kls.append(kl_estimate(ro.logprobs, ref_lp, ro.response_mask).cpu())     # (b,)
         texts += response_texts(ro, tok)

@@ -11,27 +11,25 @@ so a course written against one version keeps working. Student sheet: docs/assig
 
 A region is the lines between `# BEGIN ASSIGNMENT <name>` and `# END ASSIGNMENT <name>`,
 both at the indent of the code they wrap; `make` copies the git-tracked files and puts
-`raise NotImplementedError("<name>: <level-1 hint> ...")` between the markers (nanorlhf/hints.py
-holds the hints). Grading is nanorlhf/grading.py. Exit codes: 0 all pass, 1 some fail, 2 usage
+`raise NotImplementedError("<name>: <level-1 hint> ...")` between the markers (nanorlhf/assignments/hints.py
+holds the hints). Grading is nanorlhf/assignments/grading.py. Exit codes: 0 all pass, 1 some fail, 2 usage
 error (unknown name, bad marker, OUT_DIR not empty, edited grading tests, no results).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanorlhf.hints import HINTS
+from nanorlhf.assignments.hints import HINTS
 
 API_VERSION = "1.2"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STUDENT_STAMP = ".student_copy.json"  # written by `make` at the top of a student copy
 
 
@@ -222,7 +220,7 @@ def make(out: Path, repo: Path = ROOT) -> int:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError) as e:
         raise AssignmentError(f"{repo} is not a git checkout ({e}); make copies the git-tracked files") from None
-    tracked = set(ls.stdout.decode().split("\0")) | {"nanorlhf/assignments.py", "docs/assignments.md"}
+    tracked = set(ls.stdout.decode().split("\0")) | {"docs/assignments.md"}
     files = sorted(f for f in tracked if f and (repo / f).is_file())
     regions = locate(repo, files)
     for f in files:
@@ -248,40 +246,3 @@ def hint(name: str, level: int) -> str:
     if not 1 <= level <= len(a.hints):
         raise AssignmentError(f"--level must be 1..{len(a.hints)}, got {level}")
     return "\n".join(f"{name} hint {i + 1}/{len(a.hints)}: {h}" for i, h in enumerate(a.hints[:level]))
-
-
-def main(argv: list[str] | None = None) -> int:
-    from nanorlhf import grading  # grading imports this module's registry; imported here, not at the top
-    p = argparse.ArgumentParser(prog="python -m nanorlhf.assignments", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("make", help="write a student copy with every region stubbed")
-    m.add_argument("out_dir", help="new or empty folder for the student copy")
-    m.add_argument("--repo", default=str(ROOT), help="the solution repository (a git checkout)")
-    h = sub.add_parser("hint", help="print an assignment's hints, level 1 (the stub's) up to --level")
-    h.add_argument("name", help="the assignment, e.g. gae")
-    h.add_argument("--level", type=int, default=1, help="1: what and why; 2: the tools; 3: close to pseudocode")
-    g = sub.add_parser("grade", help="run the grading tests and print a score per assignment")
-    g.add_argument("--repo", default=str(ROOT), help="the repository to grade (default: this one)")
-    g.add_argument("--class", dest="class_dir", default=None,
-                   help="grade every student copy in this folder (one subfolder each) into --csv")
-    g.add_argument("--csv", default="grades.csv", help="with --class: the CSV to write")
-    g.add_argument("--only", default=None, help="grade only these assignments (comma-separated names)")
-    g.add_argument("--timeout", type=float, default=300, help="seconds before one test run is stopped")
-    args = p.parse_args(argv)
-    try:
-        if args.cmd == "make":
-            return make(Path(args.out_dir), Path(args.repo))
-        if args.cmd == "hint":
-            print(hint(args.name, args.level))
-            return 0
-        if args.class_dir:
-            return grading.grade_class(Path(args.class_dir), Path(args.csv), args.only, args.timeout)
-        return grading.grade(Path(args.repo).resolve(), args.only, args.timeout)[0]
-    except AssignmentError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":  # run as the imported module, so grading's AssignmentError is this one
-    from nanorlhf.assignments import main as imported_main
-    sys.exit(imported_main())

@@ -8,6 +8,7 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -55,3 +56,12 @@ def clean_orphans(folder) -> list[str]:
     for n in gone:
         os.unlink(os.path.join(folder, n))
     return gone
+
+
+def file_sha256(path, n_hex: int = 16) -> str:
+    """Short content hash of a file: recorded for every input a stage consumed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:n_hex]

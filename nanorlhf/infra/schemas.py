@@ -2,18 +2,18 @@
 
 A schema is a tuple of `Field`s: each names a key, its type, whether it is
 required or may be empty, and an optional check of its value. `validate_row`
-raises a `DataError` naming the field and the problem; `nanorlhf/jsonl.py` adds
+raises a `DataError` naming the field and the problem; `nanorlhf/infra/jsonl.py` adds
 the file and line when it reads or writes (and re-exports everything here, so
-`from nanorlhf.jsonl import COMPARISON` keeps working).
+`from nanorlhf.infra.jsonl import COMPARISON` keeps working).
 
 The schemas: CORPUS (pretraining documents), PROMPT, DEMO (a prompt and its
 demonstration), COMPARISON (K = 2..9 completions of one prompt, ranked best
 first, with ties), PAIR ({prompt, chosen, rejected} interop).
 
 Who labeled a comparison is its `source`, one of SOURCES:
-  "sim"    a simulated labeler from the pool (nanorlhf/labelers.py): stands in for the paper's contractors
+  "sim"    a simulated labeler from the pool (nanorlhf/world/labelers.py): stands in for the paper's contractors
   "human"  a person, through label.py or imported pairs
-  "ai"     the feedback model (nanorlhf/feedback.py; Constitutional AI / RLAIF): an LM answering a
+  "ai"     the feedback model (nanorlhf/world/feedback.py; Constitutional AI / RLAIF): an LM answering a
            multiple-choice question under a written principle
 Stages train on all three alike (train_rm.py, train_dpo.py, experiments/iterated.py's hybrid preference model);
 `label_counts` keeps the human (sim or person) and AI label budgets apart for the lineage's accounting.
@@ -125,7 +125,7 @@ def validate_row(row, schema) -> None:
     Example:
         >>> validate_row({"id": "c1", "kind": "wiki", "text": ""}, CORPUS)
         Traceback (most recent call last):
-        nanorlhf.schemas.DataError: field 'text': empty string
+        nanorlhf.infra.schemas.DataError: field 'text': empty string
     """
     if not isinstance(row, dict):
         raise DataError(f"expected a JSON object, got {json_type_name(row)}")

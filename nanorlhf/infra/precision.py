@@ -3,7 +3,7 @@
 Under bfloat16 autocast the matrix multiplies run in bfloat16 while the weights,
 the optimiser state, LayerNorm, softmax, log-softmax and the losses stay in float32
 (torch's autocast op lists); on a CPU with AVX512-BF16 a training step of the 1m
-model runs about 1.5-1.7x faster (docs/results.md, speed: `python -m nanorlhf.bench`).
+model runs about 1.5-1.7x faster (docs/results.md, speed: `python -m experiments.bench`).
 Sampling's matmuls lose (a decode step's few rows are bound by overhead, and the casts
 add to it), so they stay float32; only its KV cache may be bfloat16 (`cache_dtype`).
 `fast_bfloat16` detects native bfloat16 rather than assume it, and `resolve_dtype` turns
@@ -59,7 +59,7 @@ def autocast(dtype: str, device: str = "cpu"):
     return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, cache_enabled=False)
 
 
-def cache_dtype(dtype: str, device: str = "cpu") -> torch.dtype:
+def cache_dtype(dtype: str, device: str = "cpu") -> str:
     """The KV cache's dtype for sampling under `dtype`: bfloat16 only where it runs natively, else float32.
 
     Decoding reads every cached key and value at every step: a bfloat16 cache halves those bytes, which
@@ -69,7 +69,7 @@ def cache_dtype(dtype: str, device: str = "cpu") -> torch.dtype:
     train_ppo.py keeps them float32 unless --rollout_cache=bfloat16. The matmuls stay float32: at
     a decode step's few rows bfloat16 gains nothing.
     """
-    return torch.bfloat16 if dtype == "bfloat16" and fast_bfloat16(device) else torch.float32
+    return "bfloat16" if dtype == "bfloat16" and fast_bfloat16(device) else "float32"
 
 
 def cpu_name() -> str:

@@ -1,4 +1,4 @@
-"""The assignments' hints (nanorlhf/assignments.py), three levels each.
+"""The assignments' hints (nanorlhf/assignments/registry.py), three levels each.
 
 Level 1 is the student copy's stub message: what to compute and why, with the paper's
 section and the shapes. Level 2 names the tools and the traps. Level 3 is close to

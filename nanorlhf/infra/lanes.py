@@ -3,8 +3,8 @@
 At these model sizes one PyTorch process does not keep two cores busy: per-op overheads do not parallelise
 inside an op. On a 2-core CPU the small pipeline's two lanes, one pinned core and one thread each, did in
 321 s the stages that took about 500 s one at a time on both cores (docs/results.md). pipeline.py runs the
-RM's sampling (nanorlhf/comparisons.py) and the stages after its reward model this way, and then its
-evaluation's ladder beside its suites. A lane is a list of stages run in order by nanorlhf.stages.Stages in
+RM's sampling (nanorlhf/world/comparisons.py) and the stages after its reward model this way, and then its
+evaluation's ladder beside its suites. A lane is a list of stages run in order by nanorlhf.infra.stages.Stages in
 a spawned process (spawn, not fork: a forked OpenMP runtime can hang); every line it prints carries its
 stage's name. A stage may read what stages before the lanes wrote, or earlier stages of its own lane
 (check_lanes refuses any other plan).
@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from nanorlhf.stages import Stages
+from nanorlhf.infra.stages import Stages
 
 # (name, main, cfg, inputs, ckpt): the arguments of Stages.run; main must be a module-level function
 Spec = tuple
@@ -108,7 +108,7 @@ def check_lanes(lanes: list[list[Spec]]) -> None:
 
 
 def run_lane(out: str, fresh: bool, specs: list[Spec]) -> dict:
-    """A lane's stages in order (nanorlhf.stages.Stages: each skipped when up to date); their log."""
+    """A lane's stages in order (nanorlhf.infra.stages.Stages: each skipped when up to date); their log."""
     st = Stages(out, fresh)
     for spec in specs:
         if isinstance(sys.stdout, Prefixed):

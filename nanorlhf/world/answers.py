@@ -16,32 +16,14 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 
 from nanorlhf.chat import chat_prompt
-from nanorlhf.generate import generate, response_texts
-from nanorlhf.jsonl import PROMPT, read_jsonl
+from nanorlhf.generate import SamplingConfig, generate, response_texts
+from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 
 PROMPT_FILES = ("test_prompts.jsonl", "val_prompts.jsonl", "ppo_prompts.jsonl", "rm_prompts.jsonl")
-
-
-@dataclass
-class SamplingConfig:
-    temperature: float = 1.0
-    """softmax temperature of the sampling distribution (the pipeline samples at 1)"""
-    top_k: int = 0
-    """keep only the k most likely tokens (0: all)"""
-    greedy: bool = False
-    """the most likely token at every step instead of a sample"""
-    max_new_tokens: int = 48
-    """longest answer in tokens (the pipeline's)"""
-    seed: int = 0
-    """sampling seed: the same seed gives the same answer"""
-    POSITIVE: ClassVar[tuple] = ("temperature", "max_new_tokens")
-    NONNEGATIVE: ClassVar[tuple] = ("top_k",)
 
 
 def is_base(ck: dict) -> bool:
@@ -50,16 +32,15 @@ def is_base(ck: dict) -> bool:
 
 
 @torch.no_grad()
-def answer(model, tok, prompt: str, *, base: bool, hp: SamplingConfig) -> str:
+def answer(model, tok, prompt: str, *, base: bool, hp: SamplingConfig, seed: int = 0) -> str:
     """One answer to a prompt: in the chat format, or for a base model after the raw text and a newline."""
     room = model.cfg.block_size - hp.max_new_tokens
     ids = tok.encode(prompt + "\n")[-room:] if base else chat_prompt(tok, prompt)
     if len(ids) > room:
         raise ValueError(f"the prompt takes {len(ids)} tokens; with --max_new_tokens={hp.max_new_tokens} "
                          f"at most {room} fit the model's context of {model.cfg.block_size}")
-    ro = generate(model, [ids], hp.max_new_tokens, temperature=hp.temperature, top_k=hp.top_k or None,
-                  greedy=hp.greedy, stop_token=tok.eot_id, pad_id=tok.pad_id,
-                  generator=torch.Generator().manual_seed(hp.seed))
+    ro = generate(model, [ids], hp, stop_token=tok.eot_id, pad_id=tok.pad_id,
+                  generator=torch.Generator().manual_seed(seed))
     return response_texts(ro, tok)[0].strip()
 
 

@@ -1,7 +1,7 @@
 """The lineage after InstructGPT, trained from the pipeline's SFT model and comparisons and put on one frontier.
 
     python pipeline.py --preset=small --lineage=true     # trains the stages below, report.md gets the frontier
-    python -m nanorlhf.lineage --run_dir=out/small       # measures an existing run folder's frontier again
+    python -m nanorlhf.evals.lineage --run_dir=out/small       # measures an existing run folder's frontier again
 
 Beside the pipeline's RM (all best-of-n needs), PPO and PPO-ptx (`out/<run>/rm`, `ppo_<size>`, `ppo_ptx_<size>`),
 experiments/iterated.py's `train_lineage` trains, by the Plan below, from the largest SFT model:
@@ -14,7 +14,7 @@ experiments/iterated.py's `train_lineage` trains, by the Plan below, from the la
                       the same budget spent up front is the pipeline's own ppo_<size>
 
 Each is a pipeline stage, reused on a rerun when its key is unchanged. `discover_runs` lists every
-frontier point of a run folder with its labels and wall time; nanorlhf/frontier.py measures and draws them.
+frontier point of a run folder with its labels and wall time; nanorlhf/evals/frontier.py measures and draws them.
 
 Example:
     runs = discover_runs("out/small", "1m")                   # [Run("bon2", "best-of-n", n=2, ...), ...]
@@ -27,12 +27,12 @@ import json
 import os
 from dataclasses import dataclass
 
-from nanorlhf.device import resolve_device
 from nanorlhf.evals.common import pct
 from nanorlhf.evals.context import Section
-from nanorlhf.feedback import PRINCIPLE
-from nanorlhf.fileio import write_text
-from nanorlhf.frontier import Run, frontier_section
+from nanorlhf.evals.frontier import Run, frontier_section
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import write_text
+from nanorlhf.world.feedback import PRINCIPLE
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class Config:
 def main(cfg: Config) -> Section:
     """Measure the frontier of an existing run folder again, without the pipeline: run_dir/lineage.md."""
     from nanorlhf.evals.context import EvalContext
-    from nanorlhf.judge import Judge
+    from nanorlhf.world.judge import Judge
     ctx = EvalContext(Judge(cfg.data_dir, cfg.labeler_seed), cfg.data_dir, cfg.run_dir, {},
                       device=resolve_device(cfg.device), labeler_seed=cfg.labeler_seed)
     sec = pipeline_frontier(ctx, cfg.run_dir, cfg.size, cfg.preset, cfg.sweeps)
@@ -164,5 +164,5 @@ def main(cfg: Config) -> Section:
 
 
 if __name__ == "__main__":
-    from nanorlhf.config import parse_config
+    from nanorlhf.infra.config import parse_config
     main(parse_config(Config))

@@ -1,8 +1,8 @@
 """How fast are the fast paths here? Each against its plain in-project reference, interleaved, in one process.
 
-    python -m nanorlhf.bench --preset=1m --json=out/bench.json       # about 2 minutes on 2 CPU cores
-    taskset -c 1 env OMP_NUM_THREADS=1 python -m nanorlhf.bench --preset=1m --json=out/bench_1core.json
-    python -m nanorlhf.bench --preset=tiny                            # seconds
+    python -m experiments.bench --preset=1m --json=out/bench.json       # about 2 minutes on 2 CPU cores
+    taskset -c 1 env OMP_NUM_THREADS=1 python -m experiments.bench --preset=1m --json=out/bench_1core.json
+    python -m experiments.bench --preset=tiny                            # seconds
 
 The bench pins nothing itself: the second line is how to measure one core alone (two torch
 processes on the same cores slow each other down many times over). Pairs, timed A, B, A, B, ...
@@ -32,14 +32,15 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from nanorlhf.cli import run
-from nanorlhf.device import resolve_device
-from nanorlhf.fileio import write_text
-from nanorlhf.generate import Rollout, generate
-from nanorlhf.metrics import measure_matmul_peak
+from nanorlhf.generate import Rollout, SamplingConfig, generate
+from nanorlhf.infra.cli import run
+from nanorlhf.infra.device import resolve_device
+from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.metrics import measure_matmul_peak
+from nanorlhf.infra.optim import make_optimizer
+from nanorlhf.infra.precision import autocast, cache_dtype, cpu_name, fast_bfloat16, resolve_dtype
 from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel, count_params, flops_per_token
-from nanorlhf.optim import make_optimizer
-from nanorlhf.precision import autocast, cache_dtype, cpu_name, fast_bfloat16, resolve_dtype
+from nanorlhf.recipe import Recipe
 
 
 @dataclass
@@ -69,7 +70,7 @@ class BenchConfig:
     "prompt length for generation"
     new_tokens: int = 64
     "tokens sampled per prompt"
-    ppo_batch: int = 128
+    ppo_batch: int = Recipe.ppo_batch
     "episodes per PPO iteration (the pipeline's)"
     ppo_new_tokens: int = 48
     "longest response of the PPO iteration"
@@ -155,14 +156,14 @@ def bench_generate(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> d
     kv = cache_dtype(dtype, device)
 
     def run(cache, kv_dtype=kv):
-        generate(model, prompts.tolist(), b.new_tokens, generator=torch.Generator().manual_seed(0), use_cache=cache,
-                 cache_dtype=kv_dtype)
+        sampling = SamplingConfig(max_new_tokens=b.new_tokens, use_cache=cache, cache_dtype=kv_dtype)
+        generate(model, prompts.tolist(), sampling, generator=torch.Generator().manual_seed(0))
 
     fast, plain = interleaved(lambda: run(True), lambda: run(False), b.reps, device)
-    again, f32 = interleaved(lambda: run(True), lambda: run(True, torch.float32), b.reps, device)
+    again, f32 = interleaved(lambda: run(True), lambda: run(True, "float32"), b.reps, device)
     n = b.gen_batch * b.new_tokens
     return {"tokens_per_s": n / fast, "no_cache_tokens_per_s": n / plain, "speedup_vs_no_cache": plain / fast,
-            "cache_dtype": str(kv).removeprefix("torch."), "float32_cache_tokens_per_s": n / f32,
+            "cache_dtype": kv, "float32_cache_tokens_per_s": n / f32,
             "speedup_vs_float32_cache": f32 / again}
 
 
@@ -186,8 +187,10 @@ def cut_responses(ro: Rollout, lengths: list[int], stop: int, pad: int) -> Rollo
 
 def bench_ppo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
     """Episodes/s of the pipeline's PPO iteration, trimmed and length-grouped against full width and random."""
-    from nanorlhf.experience import length_groups, make_experience, minibatch_loss, sample_episodes
+    from nanorlhf.experience import make_experience, minibatch_loss
+    from nanorlhf.packing import length_groups
     from nanorlhf.ppo import PPOConfig
+    from nanorlhf.rollout import sample_episodes
     torch.manual_seed(0)
     policy, ref = GPT(cfg).to(device), GPT(cfg).to(device).eval()
     rm, value = ScalarHeadModel(cfg).to(device).eval(), ScalarHeadModel(cfg).to(device)
@@ -244,7 +247,7 @@ class _WordTokenizer:
 def bench_rm(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
     """RM fit steps/s (8 prompts, K = 4..9 each), length-sorted passes of 16 rows under dtype, against per prompt
     in float32."""
-    from nanorlhf.reward import fit_reward_model
+    from nanorlhf.reward import RewardConfig, fit_reward_model
     g = torch.Generator().manual_seed(2)
     plen, rlen = world_lengths(64, 40, 48, seed=3)
     words = lambda n: " ".join(f"w{int(x)}" for x in torch.randint(500, (n,), generator=g))
@@ -255,8 +258,8 @@ def bench_rm(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
 
     def fit(one_pass: bool, dt: str):
         with autocast(dt, device):
-            fit_reward_model(rm, tok, comps, lr=1e-6, epochs=1, batch_prompts=8, seed=0, device=device,
-                             progress=False, one_pass=one_pass)
+            hp = RewardConfig(lr=1e-6, epochs=1, batch_prompts=8, one_pass=one_pass)
+            fit_reward_model(rm, tok, comps, hp, seed=0, progress=False)
 
     fast, plain = interleaved(lambda: fit(True, dtype), lambda: fit(False, "float32"), b.reps, device)
     steps = len(comps) // 8

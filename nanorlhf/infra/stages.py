@@ -3,7 +3,7 @@
 Each stage's folder holds stage.json: the hash of its config and of its input files (the key), its
 wall-clock and torch threads, its result, and the hash of the checkpoint it wrote. A stage runs again
 when the key or the checkpoint changed; a flag added to a stage's config since it ran, left at its
-default, counts as no change. Used by pipeline.py (its lineage stages too, and nanorlhf/lanes.py's
+default, counts as no change. Used by pipeline.py (its lineage stages too, and nanorlhf/infra/lanes.py's
 lanes) and experiments/ablate.py.
 """
 from __future__ import annotations
@@ -14,9 +14,8 @@ import time
 
 import torch
 
-from nanorlhf.checkpoint import file_sha256
-from nanorlhf.config import config_dict, config_hash, default_dict
-from nanorlhf.fileio import write_text
+from nanorlhf.infra.config import config_dict, config_hash, default_dict
+from nanorlhf.infra.fileio import file_sha256, write_text
 
 
 class Stages:

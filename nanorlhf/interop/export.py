@@ -1,7 +1,7 @@
 """A checkpoint as a Hugging Face model folder, written with the standard library and torch alone.
 
-    python -m nanorlhf.export --ckpt=out/small/ppo_ptx_1m/ckpt.pt --out=hf/ppo_ptx_1m
-    python -m nanorlhf.export --ckpt=out/small/rm/ckpt.pt --out=hf/rm      # the RM: sequence classification
+    python -m nanorlhf.interop.export --ckpt=out/small/ppo_ptx_1m/ckpt.pt --out=hf/ppo_ptx_1m
+    python -m nanorlhf.interop.export --ckpt=out/small/rm/ckpt.pt --out=hf/rm      # the RM: sequence classification
 
 writes, loadable with `AutoModelForCausalLM` / `AutoModelForSequenceClassification` and `AutoTokenizer`:
 
@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import torch
 
-from nanorlhf.fileio import atomic_write, write_text
+from nanorlhf.infra.fileio import atomic_write, write_text
 from nanorlhf.model import conv1d_layout, export_gpt2_state_dict
 
 SAFETENSORS_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.int64: "I64"}
@@ -172,7 +172,7 @@ class ExportConfig:
 
 def export(cfg: ExportConfig) -> dict:
     from nanorlhf.checkpoint import load_checkpoint, load_model
-    from nanorlhf.cli import UsageError
+    from nanorlhf.infra.cli import UsageError
     if not cfg.ckpt or not cfg.out:
         raise UsageError("give --ckpt=FILE and --out=DIR")
     reward_model = "head.weight" in load_checkpoint(cfg.ckpt)["model"]
@@ -196,5 +196,5 @@ def export(cfg: ExportConfig) -> dict:
 
 
 if __name__ == "__main__":
-    from nanorlhf.cli import run
+    from nanorlhf.infra.cli import run
     run(export, ExportConfig, __doc__)

@@ -24,12 +24,18 @@ import os
 import re
 import sys
 
-from nanorlhf.checkpoint import CheckpointError, MissingCheckpoint
-from nanorlhf.config import ConfigError, parse_config, usage
-from nanorlhf.fileio import clean_orphans
-from nanorlhf.guard import NonFiniteError
-from nanorlhf.labelapp.events import LogError
-from nanorlhf.schemas import DataError
+from nanorlhf.infra.config import ConfigError, parse_config, usage
+from nanorlhf.infra.fileio import clean_orphans
+from nanorlhf.infra.guard import NonFiniteError
+from nanorlhf.infra.schemas import DataError
+
+
+class UserError(Exception):
+    """A mistake a user can make (a checkpoint of the wrong kind, a log that cannot be resumed): one line, exit 2.
+
+    Subclassed where the mistake is detected (checkpoint.CheckpointError, labelapp's LogError), so this module
+    knows no module above it. `missing` names a file an earlier stage should have written (for the hint)."""
+    missing: str | None = None
 
 
 class UsageError(ConfigError):
@@ -64,10 +70,10 @@ def one_line(text: str) -> str:
 
 def explain(e: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit status) for an error a user can cause; None for a bug."""
-    if isinstance(e, MissingCheckpoint):
-        hint = make_hint(e.path)
+    if isinstance(e, UserError) and e.missing:
+        hint = make_hint(e.missing)
         return str(e) + (f"; {hint}" if hint else ""), USAGE
-    if isinstance(e, (ConfigError, DataError, CheckpointError, LogError)):
+    if isinstance(e, (ConfigError, DataError, UserError)):
         return one_line(str(e)), USAGE
     if isinstance(e, NonFiniteError):
         return one_line(str(e)), FAILURE

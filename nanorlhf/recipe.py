@@ -1,0 +1,135 @@
+"""The recipe: every setting the pipeline trains its stages with, per model size, in one place.
+
+pipeline.py holds a Recipe (its fields are that script's flags), and so does every driver that starts
+from a pipeline run's models: the ablations, iterated RLHF, the sycophancy study, the lineage, the
+critic-free frontier. Each builds its stages' flags with the methods below, so each measures against
+the recipe the pipeline runs (tests/test_recipe.py compares them field by field). A flag changes one
+field for one run (`python pipeline.py --ppo_beta=0.05`); the same flag given to a driver makes it
+start from that run.
+
+Example:
+    r = Recipe()                        # the small preset: a 1m and a 100k model
+    r.names()                           # ['1m', '100k']
+    r.ppo_flags("1m")                   # ['--iterations=60', '--ptx_coef=0.0', '--batch_size=128', '--lr=0.0002', ...]
+    r.ppo_flags("1m", ptx=True)         # ... '--ptx_coef=1.0' ...
+    Recipe(**Recipe.PRESETS["tiny"])    # the tiny world's recipe (the tests' and the smoke run's)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from nanorlhf.infra.config import check_values, per_size
+from nanorlhf.infra.precision import resolve_dtype
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What the one command trains, size by size; the paper's values where the toy allows them (DEVIATION lines)."""
+    sizes: str = "1m:4x128,100k:2x32"
+    """model sizes as name:n_layerxn_embd, largest first"""
+    pretrain_steps: str = "1m:1500,100k:1500"
+    """pretraining steps per size"""
+    attn: str = "manual"
+    """attention of every model: manual, or sdpa (fused, tested equal; slower than manual under bfloat16 here)"""
+    dtype: str = "auto"
+    """autocast of pretraining, SFT, the RM fit and PPO's scoring and update passes: auto is bfloat16 where native
+    (~1.5x faster with AVX512-BF16), float32 elsewhere (emulated: ~7x slower); sampling stays float32"""
+    # DEVIATION: the paper fine-tunes every size alike (16 epochs, dropout 0.2); under dropout at lr 1e-3 the
+    # 0.1M model underfits (validation loss 1.43; 0.43 without dropout at lr 6e-3), so it has its own recipe
+    sft_epochs: str = "1m:6,100k:16"
+    """SFT epochs per size (paper: 16), as size:value or one value for all (FLAN/T0 takes lr and dropout too)"""
+    sft_lr: str = "1m:1e-3,100k:6e-3"
+    """SFT peak learning rate per size"""
+    sft_dropout: str = "1m:0.2,100k:0"
+    """SFT residual dropout per size (paper: 0.2)"""
+    flan_epochs: int = 4
+    """epochs of the FLAN/T0 analog: about SFT's token budget (its batches hold ~1.3x SFT's padded tokens)"""
+    rm_prompts: int = 4500
+    """RM prompts labeled (the label budget; the world adds prompts past its own: nanorlhf/world --rm_extra)"""
+    # DEVIATION: the paper's held-out-labeler RMs train on all the other groups' labels; here on 1,000 (time)
+    rm_heldout_prompts: int = 1000
+    """ranked prompts the held-out-labeler RM trains on (0 = all of its 4 groups'; train_rm --heldout_prompts)"""
+    # DEVIATION: the paper trains its RM one epoch (more overfits at 6B); a 1M-parameter RM underfits in one, and
+    # a third epoch adds about a point of accuracy over two (refits of both seeds' rankings: docs/results.md)
+    rm_epochs: int = 3
+    """RM epochs (paper: 1; one underfits at this label budget)"""
+    rm_lr: float = 3e-4
+    """RM learning rate"""
+    # chosen on the 300 validation prompts (docs/results.md): in iterations of 64, 1m PPO-ptx won 57.5% after 60 and
+    # 62.7% after 120; those 7,680 episodes as 60 of 128 won 61.1-63.9% over four PPO seeds where 120 of 64 won
+    # 57.6-63.7% over five, 20% faster. The 100k model gains nothing from PPO (50.0%, 50.9%, 50.0% after 20, 40, 60
+    # of 64: its SFT model is fitted), so it runs 15 of 128
+    ppo_iterations: str = "1m:60,100k:15"
+    """PPO iterations per size, each of --ppo_batch episodes"""
+    ppo_batch: int = 128
+    """episodes per PPO iteration (paper: 512), in minibatches of 32"""
+    ppo_lr: float = 2e-4
+    """PPO's learning rate (policy and value model)"""
+    # DEVIATION: the paper's beta is 0.02; a weak RM is exploited at 0.02 (README)
+    ppo_beta: float = 0.1
+    """KL penalty coefficient (paper: 0.02)"""
+    # DEVIATION: one gamma_ptx in the paper; the small SFT model has forgotten its pretraining (LM loss 1.3 -> 8.9),
+    # and at gamma 1 the mix pulls it back to the corpus and off the instructions (docs/results.md)
+    ptx_coef: str = "1m:1,100k:0.1"
+    """gamma_ptx of PPO-ptx per size"""
+
+    # values checked before any work starts (nanorlhf/infra/config.py check_values)
+    POSITIVE: ClassVar[tuple] = ("flan_epochs", "rm_epochs", "rm_lr", "ppo_lr", "ppo_beta", "ppo_batch")
+    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "rm_heldout_prompts")
+
+    PRESETS: ClassVar[dict] = {
+        "tiny": dict(sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs="1", flan_epochs=1,
+                     sft_lr="a:1e-3,b:3e-3", sft_dropout="a:0.2,b:0", ptx_coef="a:1,b:0.5", rm_prompts=48,
+                     ppo_iterations="a:2,b:1", ppo_batch=8),
+        "small": dict(),
+        "paper": dict(sizes="big:12x768,mid:8x256,small:4x128", pretrain_steps="big:20000,mid:20000,small:20000",
+                      sft_epochs="16", sft_lr="1e-3", sft_dropout="0.2", ptx_coef="1", rm_prompts=0,
+                      ppo_iterations="500", ppo_batch=64),
+    }
+
+    def __post_init__(self):
+        check_values(self)
+        for name in ("pretrain_steps", "sft_epochs", "sft_lr", "sft_dropout", "ptx_coef", "ppo_iterations"):
+            self.per_size(name)  # every size has a valid value: refused here, before any work
+
+    def resolved(self, device: str) -> "Recipe":
+        """This recipe with dtype auto resolved for the device (bfloat16 where native), as every stage's config
+        records it."""
+        return replace(self, dtype=resolve_dtype(self.dtype, device))
+
+    def names(self) -> list[str]:
+        """The model sizes' names, largest first."""
+        return [spec.split(":")[0] for spec in self.sizes.split(",")]
+
+    def per_size(self, name: str) -> dict:
+        """A per-size field as {size: value} (pretrain_steps, sft_epochs, ..., ptx_coef)."""
+        cast = int if name in ("pretrain_steps", "sft_epochs", "ppo_iterations") else float
+        return per_size(getattr(self, name), self.names(), name, cast, name not in ("sft_dropout", "ptx_coef"))
+
+    def pretrain_flags(self, size: str) -> list[str]:
+        """pretrain.py's flags for one size: its shape (a head per 32 channels) and its steps."""
+        n_layer, n_embd = (int(x) for x in dict(s.split(":") for s in self.sizes.split(","))[size].split("x"))
+        return [f"--n_layer={n_layer}", f"--n_embd={n_embd}", f"--n_head={max(1, n_embd // 32)}",
+                f"--max_steps={self.per_size('pretrain_steps')[size]}", f"--attn={self.attn}", f"--dtype={self.dtype}"]
+
+    def sft_flags(self, size: str, flan: bool = False) -> list[str]:
+        """train_sft.py's flags for one size: SFT on the demonstrations, or (flan) the FLAN/T0 analog."""
+        epochs = self.flan_epochs if flan else self.per_size("sft_epochs")[size]
+        return [f"--demos={'public_tasks' if flan else 'sft'}.jsonl", f"--epochs={epochs}",
+                f"--lr={self.per_size('sft_lr')[size]}", f"--dropout={self.per_size('sft_dropout')[size]}",
+                f"--dtype={self.dtype}"]
+
+    def rm_flags(self) -> list[str]:
+        """train_rm.py's flags of the RM fit (nanorlhf/reward.py RewardConfig), the RM's and every PM's."""
+        return [f"--lr={self.rm_lr}", f"--epochs={self.rm_epochs}", f"--dtype={self.dtype}"]
+
+    def ppo_hparams(self) -> list[str]:
+        """train_ppo.py's flags that every PPO run of the recipe shares, whatever its size and length."""
+        return [f"--batch_size={self.ppo_batch}", f"--lr={self.ppo_lr}", f"--beta={self.ppo_beta}",
+                f"--dtype={self.dtype}"]
+
+    def ppo_flags(self, size: str, ptx: bool = False) -> list[str]:
+        """train_ppo.py's flags for one size: PPO, or PPO-ptx with the size's gamma_ptx."""
+        coef = self.per_size("ptx_coef")[size] if ptx else 0.0
+        return [f"--iterations={self.per_size('ppo_iterations')[size]}", f"--ptx_coef={coef}", *self.ppo_hparams()]
