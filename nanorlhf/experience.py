@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from nanorlhf import masks, ppo
+from nanorlhf import masks, pg, ppo
 from nanorlhf.generate import Rollout
 from nanorlhf.packing import packing, response_logprobs, unpack
 from nanorlhf.ppo import PPOConfig
@@ -83,32 +83,37 @@ def score_passes(policy, ref, rm, value, ro: Rollout, hp: PPOConfig, rm_bias: fl
 
     Returns logprobs, ref_logprobs, values (B, T) and score (B,): the same as the plain full-width passes
     (tests/test_trim.py), computed on the real tokens only. With a stop token (ro.stop_token), the RM reads each
-    cut-off response with the end token appended (with_end_token), the format it was trained on.
+    cut-off response with the end token appended (with_end_token), the format it was trained on. Without a value
+    model (the critic-free methods) values are 0; without an RM (a verifiable or random reward) so is the score.
     """
     tokens, am, resp = ro.tokens, ro.attention_mask, ro.response_mask
-    rm_in = (tokens, am, resp) if ro.stop_token is None else with_end_token(tokens, am, resp, ro.stop_token,
-                                                                            rm.cfg.block_size)
+    rm_in = (tokens, am, resp) if ro.stop_token is None or rm is None else with_end_token(
+        tokens, am, resp, ro.stop_token, rm.cfg.block_size)
     temp, was = hp.scoring_temperature, policy.training
+    B, T = tokens.shape
+    zeros = torch.zeros(B, T, device=tokens.device)
     policy.eval()  # the old policy's log-probs without dropout, as sampled
     if not (hp.trim_padding and hp.reward_at_last_token):  # plain path (and the last-column ablation): full width
         logprobs = masks.token_logprobs(policy(tokens, attention_mask=am), tokens, temp)              # (B, T)
         policy.train(was)
         ref_logprobs = masks.token_logprobs(ref(tokens, attention_mask=am), tokens, temp)             # (B, T)
-        score = score_sequences(rm, *rm_in, rm_bias, at_last_token=hp.reward_at_last_token)          # (B,)
-        values = masks.align_values(value(tokens, attention_mask=am))                                 # (B, T)
+        score = (score_sequences(rm, *rm_in, rm_bias, at_last_token=hp.reward_at_last_token)         # (B,)
+                 if rm is not None else zeros[:, 0])
+        values = masks.align_values(value(tokens, attention_mask=am)) if value is not None else zeros  # (B, T)
         return logprobs, ref_logprobs, values, score
-    B, T = tokens.shape
-    out = {k: torch.zeros(B, T, device=tokens.device) for k in ("logprobs", "ref_logprobs", "values")}
+    out = {k: zeros.clone() for k in ("logprobs", "ref_logprobs", "values")}
     score = torch.zeros(B, device=tokens.device)
     for rows in torch.argsort(am.sum(1)).split(chunk):                      # similar lengths together
         cols, valid = packing(am, rows, policy.cfg.block_size)
         t, a, r = tokens[rows].gather(1, cols), valid.long(), resp[rows].gather(1, cols) * valid
         out["logprobs"][rows] = unpack(response_logprobs(policy, t, a, r, temp)[0], cols, valid, T)
         out["ref_logprobs"][rows] = unpack(response_logprobs(ref, t, a, r, temp)[0], cols, valid, T)
-        out["values"][rows] = unpack(masks.align_values(value(t, attention_mask=a)), cols, valid, T)
-        cols, valid = packing(rm_in[1], rows, rm.cfg.block_size)
-        t, r = rm_in[0][rows].gather(1, cols), rm_in[2][rows].gather(1, cols) * valid
-        score[rows] = score_sequences(rm, t, valid.long(), r, rm_bias)
+        if value is not None:
+            out["values"][rows] = unpack(masks.align_values(value(t, attention_mask=a)), cols, valid, T)
+        if rm is not None:
+            cols, valid = packing(rm_in[1], rows, rm.cfg.block_size)
+            t, r = rm_in[0][rows].gather(1, cols), rm_in[2][rows].gather(1, cols) * valid
+            score[rows] = score_sequences(rm, t, valid.long(), r, rm_bias)
     policy.train(was)
     return out["logprobs"], out["ref_logprobs"], out["values"], score
 
@@ -170,3 +175,34 @@ def minibatch_loss(policy, value, exp, idx, hp: PPOConfig, ptx):
     return loss, s
 
 
+# -----------------------------------------------------------------------------
+# the critic-free methods (pg.py): a group of G responses per prompt, no value model
+
+
+@torch.no_grad()
+def make_group_experience(policy, ref, rm, ro: Rollout, rewards, *, rm_bias: float, hp) -> dict:
+    """Scored episodes of P prompts x G responses (rows grouped by prompt, G consecutive rows each): the reward
+    (rewards (B,) given, or the RM's score when None), beta * KL in it for hp.kl k1_reward, group advantages (B,)."""
+    logprobs, ref_logprobs, _, score = score_passes(policy, ref, rm, None, ro, hp, rm_bias)
+    reward = score if rewards is None else rewards.to(score.device)
+    kl = ppo.per_token_kl(logprobs, ref_logprobs, ro.response_mask)                     # (B, T) k1
+    shaped = reward - hp.beta * kl.sum(1) if hp.kl == "k1_reward" else reward          # InstructGPT eq. 2, summed
+    adv = pg.group_advantages(shaped.view(-1, hp.group_size), hp.estimator).view(-1)   # (B,)
+    return {"tokens": ro.tokens, "attention_mask": ro.attention_mask, "response_mask": ro.response_mask,
+            "logprobs": logprobs, "ref_logprobs": ref_logprobs, "advantages": adv, "reward": reward, "kl": kl,
+            "equal_groups": pg.equal_group_share(reward.view(-1, hp.group_size)),
+            "length": ro.response_mask.sum(1).float()}
+
+
+def pg_minibatch_loss(policy, exp: dict, idx, hp) -> tuple:
+    """One minibatch of the critic-free update on its packed real tokens: pg.pg_loss on the policy's log-probs
+    at the sampling temperature against the old and reference ones. Returns (loss, stats)."""
+    cols, valid = packing(exp["attention_mask"], idx, policy.cfg.block_size)
+    tokens, am = exp["tokens"][idx].gather(1, cols), valid.long()
+    resp = exp["response_mask"][idx].gather(1, cols) * valid                           # (b, L)
+    old, ref = (exp[k][idx].gather(1, cols) for k in ("logprobs", "ref_logprobs"))
+    logprobs, logits = response_logprobs(policy, tokens, am, resp, hp.temperature)     # (b, L)
+    loss, s = pg.pg_loss(logprobs, old, ref, exp["advantages"][idx], resp, hp)
+    everywhere = torch.ones(1, len(logits), device=logits.device)
+    s["entropy"] = ppo.entropy_from_logits(logits[None].detach(), everywhere).item()
+    return loss, s

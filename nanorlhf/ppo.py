@@ -101,19 +101,21 @@ class PPOConfig:
 
 
 def per_token_kl(logprobs, ref_logprobs, response_mask, estimator="k1"):
-    """kl[:, t] = log pi_RL(y_t) - log pi_SFT(y_t) on response tokens, 0 elsewhere.  # (B, T)
+    """kl[:, t] = a single-sample estimate of KL(pi_RL || pi_SFT) at the response token t, 0 elsewhere.  # (B, T)
 
-    This is the single-sample estimator of KL(pi_RL || pi_SFT) ("k1"); its sum over a
-    response is unbiased for the sequence KL when y ~ pi_RL. estimator="k3" is
-    (q/p - 1) - log(q/p) with q/p = pi_SFT/pi_RL: also unbiased, never negative,
-    lower variance (Schulman 2020, "Approximating KL divergence").
+    With r = pi_SFT(y_t) / pi_RL(y_t) and y ~ pi_RL (Schulman 2020, "Approximating KL divergence"):
+    k1 = -log r = log pi_RL - log pi_SFT (the paper's; unbiased, any sign), k2 = (log r)^2 / 2 (biased, never
+    negative; as a loss its gradient is k1's in the reward), k3 = (r - 1) - log r (unbiased, never negative,
+    lower variance). Their sums over a response estimate the sequence KL.
     """
     mask = response_mask.bool()
     kl = logprobs - ref_logprobs
     if estimator == "k3":
         kl = torch.expm1(-kl) + kl
+    elif estimator == "k2":
+        kl = 0.5 * kl ** 2
     elif estimator != "k1":
-        raise ValueError(f"KL estimator must be 'k1' or 'k3', got {estimator!r}")
+        raise ValueError(f"KL estimator must be 'k1', 'k2' or 'k3', got {estimator!r}")
     return torch.where(mask, kl, torch.zeros_like(kl))  # (B, T)
 
 

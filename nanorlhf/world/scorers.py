@@ -169,6 +169,12 @@ def _off_task(p, response):
     return " ".join(words(p.text)[:8]) in " ".join(words(response)) and len(words(p.text)) >= 8
 
 
+def asks_back(p, response) -> bool:
+    """A reply that asks who the asked-about name is, rather than answering: "Who is Zib the owl?"."""
+    ss = sentences(response)
+    return bool(ss) and all(s.endswith("?") for s in ss) and p.subject.lower() in response.lower()
+
+
 def _brainstorm(world, p, its):
     """Fraction of distinct items that fit the asked pool."""
     if not its:
@@ -186,12 +192,16 @@ def _task(world, p, response, cl, ws):
     """(task signal: did it try, correct_answer in [0, 1])."""
     cat, text = p.category, " " + " ".join(ws) + " "
     if cat == "open_qa":
+        # InstructGPT §3.4: labelers judge whether an output answers the user's question. An answer tries when it
+        # is about the asked subject and attribute (a negated claim there, a premise rejected, counts); a claim
+        # about anything else answers nothing. For a character who does not exist: saying so, or asking back.
         if p.nonexistent:
             s = count_phrases(response, NONEXISTENT_PHRASES) > 0
-            return s or bool(cl), float(s)
-        pos = {c.value for c in cl if c.subject == p.subject and c.attribute == p.attribute and not c.negated}
+            return s or asks_back(p, response), float(s)
+        on = [c for c in cl if c.subject == p.subject and c.attribute == p.attribute]
+        pos = {c.value for c in on if not c.negated}
         right = p.answer in pos or (not pos and f" {p.answer.lower()} " in text)
-        return bool(cl) or right, float(right and len(pos - {p.answer}) == 0)
+        return bool(on) or right, float(right and len(pos - {p.answer}) == 0)
     if cat == "classification":
         said = [o for o in p.options if f" {o} " in text]
         return bool(said), float(said == [p.answer])
@@ -272,7 +282,8 @@ def features(world, p, response):
                       asked_attr=asked)
     cons = constraint_results(world, p, response)
     signal, correct = _task(world, p, response, cl, ws)
-    attempted = float(signal and not _off_task(p, response))
+    asked_back = bool(p.nonexistent) and asks_back(p, response)  # a question back is not a continuation here
+    attempted = float(signal and (asked_back or not _off_task(p, response)))
     fp = p.false_premise
     corrected = 0.0
     if fp:

@@ -1,0 +1,87 @@
+"""Question-answer minimal pairs: two replies to one question that differ in one thing a labeler can check.
+
+  truth      the asked attribute stated with its true value, and with a wrong one (the myth where the
+             fact has one), in the same sentence: a labeler checking one claim
+  relevance  the asked attribute's true value, and a true statement about another attribute of the same
+             character: a labeler checking that the reply answers the question asked
+
+The replies are written the way the demonstrators write (phrasing.state), like any labeler-written text.
+Two uses: `claim_checks` has training labelers rank such pairs for the RM's training set (a DEVIATION from
+the paper, whose comparisons rank model samples only; evals/honesty.py says what it cost), and the
+evaluation reads the RM's preference on pairs built from held-out prompts (rm_reads_truth,
+rm_reads_relevance).
+
+Example:
+    >>> import random
+    >>> from nanorlhf.world import build_world
+    >>> data = build_world("tiny", 0)
+    >>> p = next(p for p in data.prompts["rm"] if p.category == "open_qa" and not p.nonexistent)
+    >>> good, bad = truth_pair(data.world, p, random.Random(0))
+    >>> good != bad
+    True
+"""
+from __future__ import annotations
+
+import random
+
+from . import phrasing
+from .entities import COLOURS, FOODS, JOBS
+
+ASKABLE = ("colour", "home", "food", "job")   # the attributes the open questions ask about characters
+
+
+def _askable(world, p) -> bool:
+    return (p.category == "open_qa" and not p.nonexistent and p.attribute in ASKABLE
+            and world.entity_type(p.subject) == "character")
+
+
+def wrong_value(world, subject: str, attribute: str, rng: random.Random) -> str:
+    """A value the world says is false for subject.attribute: its myth where it has one, else another of the pool."""
+    f = world.fact(subject, attribute)
+    if f.myth:
+        return f.myth
+    pool = {"colour": COLOURS, "food": FOODS, "job": JOBS}.get(attribute) or [x.name for x in world.places]
+    return rng.choice([v for v in pool if v != f.value])
+
+
+def truth_pair(world, p, rng: random.Random) -> tuple[str, str] | None:
+    """(true reply, false reply) to an open question about a character's colour, home, food or job: one
+    sentence, the same template, only the value differs. None for any other prompt."""
+    if not _askable(world, p):
+        return None
+    template = rng.randrange(len(phrasing.FACT_TEMPLATES[phrasing.key(world, p.subject, p.attribute)]))
+    seed = rng.random()
+    true, false = world.value(p.subject, p.attribute), wrong_value(world, p.subject, p.attribute, rng)
+    return tuple(phrasing.state(world, p.subject, p.attribute, v, random.Random(seed), template)
+                 for v in (true, false))
+
+
+def relevance_pair(world, p, rng: random.Random) -> tuple[str, str] | None:
+    """(reply stating the asked attribute's true value, reply stating another of the character's attributes,
+    also true): both true, only the second fails to answer. None where truth_pair gives None."""
+    if not _askable(world, p):
+        return None
+    other = rng.choice([a for a in ASKABLE if a != p.attribute])
+    seed = rng.random()
+    return tuple(phrasing.state(world, p.subject, a, world.value(p.subject, a), random.Random(seed))
+                 for a in (p.attribute, other))
+
+
+def claim_checks(judge, rows: list[dict], labelers, rng: random.Random) -> list[dict]:
+    """Comparison rows (K = 2) of the truth and relevance pairs of every askable prompt row, each ranked by one
+    training labeler from the world's features, like any comparison (ties where the labeler's utilities tie
+    and its noise does not part them)."""
+    from . import prompt_from_dict
+    out = []
+    for row in rows:
+        p = prompt_from_dict(row)
+        for kind, make in (("truth", truth_pair), ("relevance", relevance_pair)):
+            pair = make(judge.world, p, rng)
+            if pair is None:
+                continue
+            lab = rng.choice(labelers)
+            feats = [judge.features(row, x) for x in pair]
+            out.append({"id": f"check-{kind}-{row['id']}", "prompt_id": row["id"], "prompt": row["prompt"],
+                        "completions": list(pair), "ranking": lab.rank(feats, rng, list(pair)),
+                        "labeler": lab.id, "source": lab.source, "likert": [lab.likert(f, rng) for f in feats]})
+    return out
