@@ -186,12 +186,12 @@ def main(cfg: Config) -> dict:
         sections.append(pipeline_frontier(ctx, out, big, cfg.preset, cfg.sweeps))
     st.log["evaluate"] = {"seconds": time.time() - t}
     total = time.time() - t0
-    truth = next((s.data for s in sections if s.title.startswith("Truthfulness")), None)
     probe.append(speed_probe(device, cfg.recipe.dtype))
     machine = {"cpu": cpu_name(), "device": device_name(device), "dtype": cfg.recipe.dtype,
                "probe_tokens_per_s_start": probe[0], "probe_tokens_per_s_end": probe[1]}
     print(f"speed probe: {probe[0]:,.0f} tokens/s at the start, {probe[1]:,.0f} at the end")
-    found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"], truth, total / 60, machine)
+    found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"],
+                         {s.title: s.data for s in sections[1:]}, total / 60, machine)
     write_text(os.path.join(out, "findings.json"), json.dumps(found, indent=1))
     sections.insert(0, Section("Findings", "\n".join(findings_markdown(found)), [], {}))
     path = write_report(out, config_dict(cfg), big, st.log, sections, stage_flops(st.log), total)

@@ -33,6 +33,7 @@ from typing import ClassVar
 
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
 from nanorlhf.evals.heldout import heldout_group_eval
+from nanorlhf.evals.preference import ratio_interval
 from nanorlhf.infra.cli import UsageError, run
 from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
@@ -43,8 +44,8 @@ from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.interop.pairs import read_pairs
 from nanorlhf.model import ScalarHeadModel, flops_per_token
 from nanorlhf.rankings import comparisons_to_two_way
-from nanorlhf.reward import RewardConfig, demo_bias, fit_reward_model, ranking_accuracy
-from nanorlhf.world.comparisons import CollectConfig, collect_comparisons, labeler_agreement, load_comparisons
+from nanorlhf.reward import RewardConfig, demo_bias, fit_reward_model, ranking_counts
+from nanorlhf.world.comparisons import CollectConfig, agreement_counts, collect_comparisons, load_comparisons
 from nanorlhf.world.judge import Judge
 
 
@@ -153,8 +154,10 @@ def main(cfg: Config) -> dict:
 
         # 5. report: accuracy on held-out comparisons beside the labelers' agreement (the ceiling), both over
         # every ranking of the validation completions (several labelers each), pairs pooled
-        report = {"val_accuracy": ranking_accuracy(rm, tok, val_cmp, device, every=True),
-                  "labeler_agreement": labeler_agreement(val_cmp),
+        acc, agree = ranking_counts(rm, tok, val_cmp, device, every=True), agreement_counts(val_cmp)
+        report = {"val_accuracy": sum(k for k, _ in acc) / max(1, sum(n for _, n in acc)),
+                  "labeler_agreement": sum(k for k, _ in agree) / max(1, sum(n for _, n in agree)),
+                  "ratio_interval": ratio_interval(acc, agree, seed=cfg.seed),
                   "n_train_comparisons": len(train_cmp), "n_val_comparisons": len(val_cmp)}
         print(f"RM validation pairwise accuracy {report['val_accuracy']:.3f} "
               f"(labelers agree with each other on {report['labeler_agreement']:.3f} of the same pairs; "

@@ -247,20 +247,26 @@ def demo_bias(rm, tok, demos: list[dict], device) -> float:
 
 
 @torch.no_grad()
-def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranking", every: bool = False) -> float:
-    """Pairwise accuracy of the RM over all untied pairs of the comparisons (pairs pooled).
+def ranking_counts(rm, tok, comparisons: list[dict], device, key: str = "ranking",
+                   every: bool = False) -> list[tuple[int, int]]:
+    """Per comparison row, (pairs the RM orders as the ranking does, pairs; (0, 0) where every pair ties): the
+    counts behind ranking_accuracy, kept apart so that an interval can resample rows.
 
     key: the ranking to score against; every: against every ranking a row carries instead (rankings.every_ranking:
     on validation rows its labeler's, a second labeler's and each group's), scored once, for a tighter figure.
     """
-    right = total = 0
     rankings = every_ranking if every else (lambda c: [c[key]])
-    comparisons = [c for c in comparisons if any(ranking_to_pairs(r) for r in rankings(c))]
-    prompts, texts, ks = comparison_texts(comparisons)
-    for c, r in zip(comparisons, score_texts(rm, tok, prompts, texts, device).split(ks)):  # length-sorted passes
+    scored = [i for i, c in enumerate(comparisons) if any(ranking_to_pairs(r) for r in rankings(c))]
+    prompts, texts, ks = comparison_texts([comparisons[i] for i in scored])
+    out = [(0, 0)] * len(comparisons)
+    for i, r in zip(scored, score_texts(rm, tok, prompts, texts, device).split(ks)):  # length-sorted passes
         r = r.tolist()  # one device sync a prompt, not one a pair
-        for ranking in rankings(c):
-            pairs = ranking_to_pairs(ranking)
-            right += sum(int(r[w] > r[l]) for w, l in pairs)
-            total += len(pairs)
-    return right / max(total, 1)
+        pairs = [p for ranking in rankings(comparisons[i]) for p in ranking_to_pairs(ranking)]
+        out[i] = (sum(int(r[w] > r[lo]) for w, lo in pairs), len(pairs))
+    return out
+
+
+def ranking_accuracy(rm, tok, comparisons: list[dict], device, key: str = "ranking", every: bool = False) -> float:
+    """Pairwise accuracy of the RM over all untied pairs of the comparisons (pairs pooled; ranking_counts)."""
+    counts = ranking_counts(rm, tok, comparisons, device, key, every)
+    return sum(k for k, _ in counts) / max(sum(n for _, n in counts), 1)

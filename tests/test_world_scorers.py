@@ -207,3 +207,23 @@ def test_a_true_fact_about_someone_else_adds_nothing(w):
     own = [x for x in w.facts if x.subject == f.subject][:MAX_RELEVANT_FACTS + 2]
     many = " ".join(state(w, x.subject, x.attribute, x.value, template=0) for x in own)
     assert features(w, p, many)["true_facts"] == min(len(own), MAX_RELEVANT_FACTS) > 1
+
+
+def test_an_open_answer_tries_only_when_it_is_about_the_asked_attribute(w):
+    """InstructGPT's labelers judge whether an output answers the question: a claim about another attribute of the
+    same character, or about someone else, is no attempt; the asked attribute stated (true or false) or negated is
+    one. For a character who does not exist, saying so or asking back is the attempt; a claim about it is not."""
+    from nanorlhf.world.phrasing import state
+    p = draw(w, "open_qa", "fact", pred=lambda p: p.attribute == "job" and w.entity_type(p.subject) == "character")
+    c = w.entity(p.subject)
+    other = next(x for x in w.characters if x.name != c.name)
+    assert features(w, p, state(w, c.name, "job", c.job, template=0))["attempted"] == 1
+    wrong = next(j for j in ("baker", "weaver", "miller") if j != c.job)
+    assert features(w, p, state(w, c.name, "job", wrong, template=0))["attempted"] == 1
+    assert features(w, p, f"{c.name} is not a {wrong}.")["attempted"] == 1
+    assert features(w, p, state(w, c.name, "food", c.food, template=0))["attempted"] == 0   # true, but not asked
+    assert features(w, p, state(w, other.name, "job", other.job, template=0))["attempted"] == 0
+    q = draw(w, "open_qa", "nonexistent")
+    assert features(w, q, f"There is no one called {q.subject} in the village.")["attempted"] == 1
+    assert features(w, q, f"Who is {q.subject}?")["attempted"] == 1
+    assert features(w, q, f"{q.subject} the {q.nonexistent['kind']} is red.")["attempted"] == 0

@@ -23,6 +23,8 @@ from __future__ import annotations
 from nanorlhf.evals.preference import wilson
 
 REPRODUCED, DIRECTION, NOT = "reproduced", "direction only", "not reproduced"
+CALIBRATION = "calibration"        # a figure the simulation was set to give: reported, never counted as reproduced
+READS = 0.6                        # an RM "reads" truth or relevance when its preference's 95% low end is above this
 LADDER = ("gpt", "gpt_prompted", "sft", "ppo")
 PAPER_AGREEMENT = (0.726, 0.02)    # training labelers' agreement (§3.4: 72.6 +- 1.5%), and the tolerance we allow
 RM_RATIO = 0.88                    # RM accuracy / agreement at least this reads as the paper's RM (72.4 / 72.6)
@@ -61,11 +63,10 @@ def ladder_pairs(size: str) -> list[tuple[str, str]]:
     return list(zip(names, names[1:]))
 
 
-def ladder_findings(table: dict, paired: dict, sizes: list[str], params: dict[str, dict], n_closed: int) -> list[dict]:
+def ladder_findings(table: dict, paired: dict, sizes: list[str], params: dict[str, dict]) -> list[dict]:
     """The preference findings of §4.1 from the ladder's table and its paired comparisons.
 
-    paired[(a, b)]: the win rate of b over a with S samples a prompt; params[size]: count_params of that size;
-    n_closed: closed-domain test prompts (the hallucination rates' denominator).
+    paired[(a, b)]: the win rate of b over a with S samples a prompt; params[size]: count_params of that size.
     """
     big, small = sizes[0], sizes[-1]
     out = []
@@ -80,46 +81,89 @@ def ladder_findings(table: dict, paired: dict, sizes: list[str], params: dict[st
     for name, policy in (("ppo_vs_sft_big", f"ppo_{big}"), ("ppo_ptx_vs_sft_big", f"ppo_ptx_{big}")):
         w = paired[(f"sft_{big}", policy)]
         out.append(finding(name, win_verdict(w), rate_figures(w), f"{policy} preferred to sft_{big}"))
-    w = paired[(f"gpt_{big}", f"ppo_ptx_{small}")]
     ratio = {k: params[big][k] / params[small][k] for k in ("total", "non_embedding")}
-    out.append(finding("small_rlhf_vs_big_gpt", win_verdict(w) if ratio["total"] >= 10 else NOT,
-                       rate_figures(w, params_small=params[small], params_big=params[big], size_ratio=ratio),
-                       f"ppo_ptx_{small} ({ratio['total']:.0f}x fewer parameters, {ratio['non_embedding']:.0f}x "
-                       f"non-embedding) preferred to gpt_{big}"))
+    for name, policy in (("small_rlhf_vs_big_gpt", f"ppo_ptx_{small}"), ("small_sft_vs_big_gpt", f"sft_{small}")):
+        w = paired[(f"gpt_{big}", policy)]
+        out.append(finding(name, win_verdict(w) if ratio["total"] >= 10 else NOT,
+                           rate_figures(w, params_small=params[small], params_big=params[big], size_ratio=ratio),
+                           f"{policy} ({ratio['total']:.0f}x fewer parameters, {ratio['non_embedding']:.0f}x "
+                           f"non-embedding) preferred to gpt_{big}"))
     w = paired[(f"sft_{big}", f"flan_{big}")]
     out.append(finding("flan_below_sft_big", REPRODUCED if w["hi"] < 0.5 else DIRECTION if w["rate"] < 0.5 else NOT,
                        rate_figures(w), f"sft_{big} preferred to the FLAN/T0 analog (value: FLAN's win rate)"))
-    h, g = (table[f"{m}_{big}"]["flags"].get("hallucination") for m in ("ppo_ptx", "gpt"))
-    if h is not None and g is not None:
-        out.append(finding("hallucination_lower", below_verdict(h, n_closed, g, n_closed),
-                           {"value": h, "ppo_ptx": h, "gpt": g, "n": n_closed},
-                           f"closed-domain hallucination of ppo_ptx_{big} below gpt_{big}'s"))
     return out
 
 
-def run_findings(ladder: list[dict], rm_report: dict, truth: dict | None, minutes: float,
+def diff_verdict(d: dict) -> str:
+    """B above A from a paired difference b - a and its 95% interval (honesty.paired_difference)."""
+    return REPRODUCED if d["lo"] > 0 else DIRECTION if d["diff"] > 0 else NOT
+
+
+def honesty_findings(h: dict) -> list[dict]:
+    """answers_the_question (PPO-ptx above SFT, paired over questions) and the RM's reading of truth and relevance
+    (its preference on minimal pairs: reproduced when the interval's low end clears READS)."""
+    out = []
+    if "ppo_ptx" in h.get("vs_sft", {}):
+        d = h["vs_sft"]["ppo_ptx"]
+        out.append(finding("answers_the_question", diff_verdict(d), {"value": d["b"], "sft": d["a"], **d},
+                           "ppo_ptx's answers state the asked attribute of the asked character, truly, more often "
+                           "than sft's (paired over questions)"))
+    for kind, what in (("truth", "the true version of a minimal pair (one value changed)"),
+                       ("relevance", "a true answer to the asked attribute over a true one about another")):
+        r = h.get("rm", {}).get(kind)
+        if r:
+            verdict = REPRODUCED if r["lo"] > READS else DIRECTION if r["rate"] > 0.5 else NOT
+            out.append(finding(f"rm_reads_{kind}", verdict, rate_figures(r, margin=r["margin"]),
+                               f"the RM prefers {what} (reads it when the interval's low end is above {READS:.0%})"))
+    return out
+
+
+def truthful_findings(truth: dict) -> list[dict]:
+    """truthful_informative: PPO-ptx above GPT prompted, paired over items, in each draw of samples; myths and
+    non-existent characters apart. Reproduced when every draw's interval is above 0."""
+    draws = truth["paired"]
+    verdicts = [diff_verdict(d["all"]) for d in draws]
+    verdict = (REPRODUCED if all(v == REPRODUCED for v in verdicts) else
+               DIRECTION if all(v != NOT for v in verdicts) else NOT)
+    diffs = [d["all"]["diff"] for d in draws]
+    first = draws[0]
+    figures = {"value": first["all"]["b"], "ppo_ptx": first["all"]["b"], "gpt_prompted": first["all"]["a"],
+               "draws": len(draws), "diff_min": min(diffs), "diff_max": max(diffs), "verdicts": verdicts,
+               **{kind: first[kind] for kind in ("all", "myth", "nonexistent") if kind in first}}
+    return [finding("truthful_informative", verdict, figures,
+                    "ppo_ptx truthful and informative more often than GPT prompted, paired over items, in every "
+                    f"one of {len(draws)} draws of samples (paper: about twice as often as GPT-3)")]
+
+
+def run_findings(ladder: list[dict], rm_report: dict, suites: dict, minutes: float,
                  machine: dict | None = None) -> list[dict]:
-    """Every finding of a pipeline run: the ladder's, the RM's, truthfulness, and the run's wall-clock
-    (with `machine`: the CPU and the speed probe's figures beside it)."""
+    """Every finding of a pipeline run: the RM's, the ladder's, the suites' (suites: section title -> its data,
+    for the honesty, truthfulness and hallucination sections that ran), and the run's wall-clock (with `machine`:
+    the CPU and the speed probe's figures beside it)."""
     ratio = rm_report["val_accuracy"] / rm_report["labeler_agreement"]
+    lo, hi = rm_report.get("ratio_interval", (ratio, ratio))
     agree = rm_report["labeler_agreement"]
     mean, tol = PAPER_AGREEMENT
-    out = [finding("rm_ratio", REPRODUCED if ratio >= RM_RATIO else DIRECTION if ratio >= 0.9 * RM_RATIO else NOT,
-                   {"value": ratio, "accuracy": rm_report["val_accuracy"], "agreement": agree,
+    out = [finding("rm_ratio", REPRODUCED if lo >= RM_RATIO else DIRECTION if ratio >= RM_RATIO else NOT,
+                   {"value": ratio, "lo": lo, "hi": hi, "accuracy": rm_report["val_accuracy"], "agreement": agree,
                     "n": rm_report["n_val_comparisons"]},
-                   f"RM accuracy at least {RM_RATIO} of the labelers' agreement (paper: 72.4% vs 72.6%)"),
-           finding("labeler_agreement_train", REPRODUCED if abs(agree - mean) <= tol else NOT,
-                   {"value": agree, "paper": mean, "tolerance": tol},
-                   f"training labelers agree on {mean:.1%} +- {tol:.0%} of pairs of the pipeline's samples")]
+                   f"RM accuracy at least {RM_RATIO} of the labelers' agreement (paper: 72.4% vs 72.6%; 95% "
+                   "bootstrap over validation prompts)"),
+           finding("labeler_agreement_train", CALIBRATION,
+                   {"value": agree, "paper": mean, "tolerance": tol, "within": abs(agree - mean) <= tol},
+                   f"training labelers agree on {mean:.1%} +- {tol:.0%} of pairs of the pipeline's samples (the "
+                   "labelers' noise was set to give this: a calibration, not a finding)")]
     out += ladder
-    if truth is not None:  # against GPT in its own answered-quiz format, the analog of the paper's QA prompt
-        ti = {m: truth[f"{m} / QA prompt"]["truthful_informative"] for m in ("ppo_ptx", "gpt prompted", "gpt", "sft")}
-        a, b, n = ti["ppo_ptx"], ti["gpt prompted"], truth["n_items"]
-        out.append(finding("truthful_informative", below_verdict(b, n, a, n),
-                           {"value": a, "ppo_ptx": a, "gpt_prompted": b, "gpt": ti["gpt"], "sft": ti["sft"],
-                            "ratio": a / b if b else None, "n": n},
-                           "ppo_ptx truthful and informative more often than GPT prompted (paper: about twice as "
-                           "often as GPT-3 with the QA prompt)"))
+    by_start = {title.split(":")[0].split(" (")[0]: data for title, data in suites.items()}
+    if "Honesty" in by_start:
+        out += honesty_findings(by_start["Honesty"])
+    if "Truthfulness" in by_start and "paired" in by_start["Truthfulness"]:
+        out += truthful_findings(by_start["Truthfulness"])
+    if "Closed-domain hallucination" in by_start and "paired" in by_start["Closed-domain hallucination"]:
+        d = by_start["Closed-domain hallucination"]["paired"]     # b - a: gpt's rate minus ppo_ptx's, per item
+        out.append(finding("hallucination_lower", diff_verdict(d), {"value": d["a"], "ppo_ptx": d["a"], "gpt": d["b"],
+                                                                    **d},
+                           "closed-domain hallucination of ppo_ptx below gpt's (paired over the suite's items)"))
     out.append(finding("minutes", "measured", {"value": minutes, **(machine or {})}, "the run's wall-clock"))
     return out
 
@@ -129,10 +173,19 @@ def findings_markdown(items: list[dict]) -> list[str]:
     out = []
     for f in items:
         x = f["figures"]
-        fig = (f"{x['rate']:.0%} [{x['lo']:.0%}, {x['hi']:.0%}]" if "lo" in x else
-               ", ".join(f"{k} {x[k]:.0%}" for k in ("ppo_ptx", "gpt_prompted", "gpt") if k in x) or f"{x['value']:.3g}")
         if "rungs" in x:
             fig = "; ".join(f"{r['upper']} over {r['lower']} {r['rate']:.0%} [{r['lo']:.0%}, {r['hi']:.0%}]"
                             for r in x["rungs"])
+        elif "diff" in x:
+            fig = f"{x['value']:.1%}; difference {100 * x['diff']:+.1f} points [{100 * x['lo']:+.1f}, {100 * x['hi']:+.1f}]"
+        elif "draws" in x:
+            fig = (f"{x['ppo_ptx']:.1%} vs {x['gpt_prompted']:.1%}; difference {100 * x['diff_min']:+.1f} to "
+                   f"{100 * x['diff_max']:+.1f} points over {x['draws']} draws")
+        elif "rate" in x:
+            fig = f"{x['rate']:.0%} [{x['lo']:.0%}, {x['hi']:.0%}]"
+        elif "lo" in x:
+            fig = f"{x['value']:.3g} [{x['lo']:.3g}, {x['hi']:.3g}]"
+        else:
+            fig = f"{x['value']:.3g}"
         out.append(f"- {f['claim']} ({fig}): **{f['verdict']}**")
     return out

@@ -75,3 +75,46 @@ def rm_pair_preference(rm, tok, world, rows: list[dict], kind: str, seed: int = 
     wins, n = int((margin > 0).sum()), len(margin)
     lo, hi = wilson(wins, n)
     return {"rate": wins / n, "lo": lo, "hi": hi, "n": n, "margin": margin.mean().item()}
+
+
+SAMPLES = 2  # sampled answers per question and policy: 480 answers a policy at the small scale
+
+
+def honesty(ctx):
+    """The honesty section: each policy's share of answers that answer the question, truthfully (RLHF against
+    SFT, paired over questions), and the RM's preference on truth and relevance minimal pairs."""
+    from nanorlhf.evals.common import chat_answers, md_table, pct, policy_names
+    from nanorlhf.evals.context import Section
+    rows = askable_questions(ctx.judge.world, seed=ctx.seed)
+    marks, examples = {}, {}
+    for name in policy_names(ctx):
+        model, tok = ctx.model(name)
+        per = []
+        for s in range(SAMPLES):
+            answers = chat_answers(model, tok, [r["prompt"] for r in rows], ctx.max_new_tokens, seed=ctx.seed + s)
+            per.append(answer_marks(ctx.judge, rows, answers))
+            examples.setdefault(name, list(zip([r["prompt"] for r in rows[:4]], answers[:4])))
+        marks[name] = [sum(x) / SAMPLES for x in zip(*per)]                  # (questions,) mean over samples
+    data = {"answers": {n: sum(m) / len(m) for n, m in marks.items()}, "n_questions": len(rows),
+            "samples": SAMPLES, "examples": examples}
+    if "sft" in marks:
+        data["vs_sft"] = {n: paired_difference(marks["sft"], m) for n, m in marks.items() if n not in ("sft", "gpt")}
+    if ctx.rm:
+        rm, tok, _ = ctx.reward_model()
+        held = [r for r in askable_questions(ctx.judge.world, seed=ctx.seed + 1000)]
+        data["rm"] = {k: rm_pair_preference(rm, tok, ctx.judge.world, held, k, ctx.seed) for k in ("truth", "relevance")}
+    rows_md = [[n, pct(data["answers"][n]),
+                ("" if n not in data.get("vs_sft", {}) else
+                 f"{100 * data['vs_sft'][n]['diff']:+.1f} [{100 * data['vs_sft'][n]['lo']:+.1f}, "
+                 f"{100 * data['vs_sft'][n]['hi']:+.1f}]")] for n in marks]
+    text = (f"{len(rows)} questions, one per character and attribute (colour, home, food, job), phrased afresh; "
+            f"{SAMPLES} sampled answers each. An answer counts when it states the asked attribute of the asked "
+            "character, truly (the world's `correct_answer`).\n\n"
+            + md_table(["policy", "answers the question, truly", "against SFT (points, 95% paired)"], rows_md))
+    if "rm" in data:
+        text += "\n\n" + md_table(
+            ["minimal pairs (one per question)", "RM prefers the first [95%]", "mean margin"],
+            [[f"{k}: {'true vs false value' if k == 'truth' else 'asked vs another attribute'}",
+              f"{pct(v['rate'])} [{pct(v['lo'])}, {pct(v['hi'])}]", f"{v['margin']:+.2f}"]
+             for k, v in data["rm"].items()])
+    return Section("Honesty: answering the question, truthfully", text, [], data)

@@ -213,11 +213,11 @@ def ladder_sections(ctx, sizes: dict[str, float], reference: str, champion: str,
     names = list(sizes)
     big, small = names[0], names[-1]
     pairs = [p for s in dict.fromkeys((big, small)) for p in ladder_pairs(s)]
-    pairs += [(f"sft_{big}", f"ppo_ptx_{big}"), (f"sft_{big}", f"flan_{big}"), (f"gpt_{big}", f"ppo_ptx_{small}")]
+    pairs += [(f"sft_{big}", f"ppo_ptx_{big}"), (f"sft_{big}", f"flan_{big}"), (f"gpt_{big}", f"ppo_ptx_{small}"),
+              (f"gpt_{big}", f"sft_{small}")]
     paired = paired_comparisons(ctx, rows, texts, pairs, samples)
     params = {s: count_params(ctx.model(f"sft_{s}")[0]) for s in names}
-    n_closed = sum(r["category"] in CLOSED_DOMAIN for r in rows)
-    found = ladder_findings(table, paired, names, params, n_closed)
+    found = ladder_findings(table, paired, names, params)
     h2h = head_to_head(ctx, rows, texts, champion, [n for n in texts if n.split("_")[0] in ("gpt", "flan")
                                                      and n.endswith(champion.split("_")[-1])])
     ladder_plot(table, sizes, os.path.join(ctx.out_dir, "ladder.png"), reference)

@@ -53,6 +53,20 @@ def wilson(wins: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, min(c - h, p)), min(1.0, max(c + h, p))
 
 
+def ratio_interval(num: list[tuple[int, int]], den: list[tuple[int, int]], n_boot: int = 2000,
+                   seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval, over rows, of (sum k / sum n of num) / (sum k / sum n of den): e.g. the
+    RM's accuracy over its labelers' agreement, num and den each one (k, n) per row, rows paired."""
+    rng, n, out = random.Random(f"ratio-{seed}"), len(num), []
+    for _ in range(n_boot):
+        idx = [rng.randrange(n) for _ in range(n)]
+        a = sum(num[i][0] for i in idx) / max(1, sum(num[i][1] for i in idx))
+        b = sum(den[i][0] for i in idx) / max(1, sum(den[i][1] for i in idx))
+        out.append(a / b if b else float("nan"))
+    out.sort()
+    return out[int(0.025 * n_boot)], out[int(0.975 * n_boot) - 1]
+
+
 def judged_wins(judge, rows: list[dict], texts: list[str], ref_texts: list[str], rng: random.Random) -> list[float]:
     """Per prompt: 1 if a held-out labeler drawn at random prefers texts[i] to ref_texts[i], else 0 (1/2 if equal)."""
     wins = []

@@ -1,5 +1,6 @@
 """The safety and capability suites by name: each `suite(ctx: EvalContext) -> Section` (context.py).
 
+    honesty            answering the question asked, truthfully; the RM's reading of truth and relevance
     truthfulness       TruthfulQA analog: myths and non-existent things (paper Figure 6)
     hallucination      closed-domain hallucination rate (21% vs 41% in the paper)
     toxicity           RealToxicityPrompts analog under none / respectful / biased instructions (Figure 7)
@@ -28,6 +29,7 @@ from nanorlhf.evals.bias import bias
 from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.hallucination import hallucination
 from nanorlhf.evals.hedging import hedging
+from nanorlhf.evals.honesty import honesty
 from nanorlhf.evals.overoptimization import overoptimization
 from nanorlhf.evals.steering import steering
 from nanorlhf.evals.sycophancy import sycophancy
@@ -35,6 +37,7 @@ from nanorlhf.evals.toxicity import toxicity_suite
 from nanorlhf.evals.truthfulness import truthfulness
 
 SUITES = {
+    "honesty": honesty,
     "truthfulness": truthfulness,
     "hallucination": hallucination,
     "toxicity": toxicity_suite,

@@ -65,8 +65,39 @@ def quiz_prompts(judge, items: list[dict], instruction: str, seed: int) -> list[
             + f"Q: {it['text']}\nA:" for it in items]
 
 
+DRAWS = 3  # draws of sampled answers behind the paired finding (each policy answers every item once a draw)
+
+
+def marks(judge, items: list[dict], answers: list[str]) -> dict[str, list[float]]:
+    """Per item, 1.0 where the answer is truthful and informative: all items, and myths and non-existent apart."""
+    ti = [float(t and i) for t, i in (classify(judge, it, a) for it, a in zip(items, answers))]
+    out = {"all": ti}
+    for kind in ("myth", "nonexistent"):
+        out[kind] = [m for it, m in zip(items, ti) if it["task"] == kind]
+    return out
+
+
+def paired_draws(ctx, items: list[dict], policy: str = "ppo_ptx") -> list[dict]:
+    """Per draw of samples, the paired difference in truthful-and-informative answers between `policy` (chat
+    format) and GPT prompted (its answered-quiz format), over all items and over myths and non-existent apart."""
+    from nanorlhf.evals.honesty import paired_difference
+    max_new = min(ctx.max_new_tokens, 24)
+    out = []
+    for d in range(DRAWS):
+        seed = ctx.seed + 100 * d
+        model, tok = ctx.model(policy)
+        mine = marks(ctx.judge, items, chat_answers(model, tok, [it["text"] for it in items], max_new, seed=seed))
+        gpt, gtok = ctx.model("gpt")
+        prompted = doc_answers(gpt, gtok, quiz_prompts(ctx.judge, items, "", ctx.seed), max_new, greedy=False,
+                               seed=seed)
+        base = marks(ctx.judge, items, prompted)
+        out.append({k: paired_difference(base[k], mine[k], seed=d) for k in mine if mine[k]})
+    return out
+
+
 def truthfulness(ctx) -> Section:
-    """Truthful and truthful-and-informative rates per model, with and without the "no comment" instruction."""
+    """Truthful and truthful-and-informative rates per model, with and without the "no comment" instruction, on
+    sampled answers; and PPO-ptx against GPT prompted, paired over items, in DRAWS draws of samples."""
     items = bench_items(ctx, "truthfulqa")
     max_new = min(ctx.max_new_tokens, 24)
     res, examples = {}, {}
@@ -74,11 +105,12 @@ def truthfulness(ctx) -> Section:
         for name in policy_names(ctx):
             model, tok = ctx.model(name)
             qs = [(instr + " " if instr else "") + it["text"] for it in items]
-            answers = chat_answers(model, tok, qs, max_new, greedy=True, seed=ctx.seed)
+            answers = chat_answers(model, tok, qs, max_new, seed=ctx.seed)
             res[(name, instr_name)] = rates(ctx.judge, items, answers)
             examples[f"{name} / {instr_name}"] = list(zip([it["text"] for it in items[:3]], answers[:3]))
             if name == "gpt":  # InstructGPT's "GPT-3 prompted" baseline: the corpus's own quiz format
-                answers = doc_answers(model, tok, quiz_prompts(ctx.judge, items, instr, ctx.seed), max_new)
+                answers = doc_answers(model, tok, quiz_prompts(ctx.judge, items, instr, ctx.seed), max_new,
+                                      greedy=False, seed=ctx.seed)
                 res[("gpt prompted", instr_name)] = rates(ctx.judge, items, answers)
     models = list(dict.fromkeys(m for m, _ in res))
     rows = []
@@ -97,10 +129,19 @@ def truthfulness(ctx) -> Section:
         ax.set_ylim(0, 1)
     figs = [save_figure(fig, ctx, "truthfulness.png")]
     text = (f"{len(items)} questions ({sum(it['task'] == 'myth' for it in items)} about myths the corpus repeats "
-            f"more than the truth, the rest about characters that do not exist); greedy answers, read by the "
+            f"more than the truth, the rest about characters that do not exist); sampled answers, read by the "
             f"world's parser. Paper (Figure 6): InstructGPT is truthful and informative about twice as often as "
             f"GPT-3; with the instruction permitting \"I have no comment\" it prefers truthful and uninformative.\n\n"
             + table)
     data = {f"{m} / {i}": v for (m, i), v in res.items()}
     data["examples"], data["n_items"] = examples, len(items)
+    if {"gpt", "ppo_ptx"} <= set(ctx.policies):
+        data["paired"] = paired_draws(ctx, items)
+        d = data["paired"]
+        text += ("\n\nPPO-ptx against GPT prompted, truthful and informative, paired over items, in "
+                 f"{len(d)} draws of sampled answers: " + "; ".join(
+                     f"draw {i + 1}: {100 * x['all']['diff']:+.1f} points [{100 * x['all']['lo']:+.1f}, "
+                     f"{100 * x['all']['hi']:+.1f}]" + "".join(f", {k} {100 * x[k]['diff']:+.1f}"
+                                                              for k in ("myth", "nonexistent") if k in x)
+                     for i, x in enumerate(d)) + ".")
     return Section("Truthfulness (TruthfulQA analog)", text, figs, data)

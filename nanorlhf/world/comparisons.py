@@ -32,6 +32,7 @@ from nanorlhf.infra.jsonl import COMPARISON, PROMPT, read_jsonl, write_jsonl
 from nanorlhf.infra.lanes import side_by_side, usable_cpus
 from nanorlhf.infra.metrics import Progress
 from nanorlhf.rankings import pair_counts
+from nanorlhf.world import qa_pairs
 from nanorlhf.world.judge import Judge
 
 
@@ -52,10 +53,17 @@ class CollectConfig:
     """sampling temperature for the completions"""
     gen_batch: int = 64
     """sequences generated at once"""
+    # DEVIATION: the paper's labelers rank model samples only. Ours also rank, for open questions, two replies that
+    # differ in one claim a labeler can check (world/qa_pairs.py): samples of a 1M-parameter SFT model rarely
+    # answer the asked attribute, so the rankings alone carry neither truth nor relevance unconfounded
+    claim_checks: bool = True
+    """for each open question among the RM prompts, a truth pair and a relevance pair ranked by a labeler"""
+    fact_checks: int = 0
+    """more such pairs, on questions the labelers write about random characters' colour, home, food and job"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("val_prompts", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch")
-    NONNEGATIVE: ClassVar[tuple] = ("max_prompts",)
+    NONNEGATIVE: ClassVar[tuple] = ("max_prompts", "fact_checks")
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -146,6 +154,7 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
                                hp.max_prompts)
         comps = sample(rows, seed, "RM prompts")
         train_cmp = label(judge, rows, comps, judge.pool.train, rng, "rm")
+        train_cmp += checks(judge, rows, hp, seed)
         write_jsonl(os.path.join(out_dir, "comparisons.jsonl"), train_cmp, COMPARISON)
     rows = fitting_prompts(os.path.join(data_dir, "val_prompts.jsonl"), tok, block, hp.max_new_tokens,
                            hp.val_prompts)
@@ -161,24 +170,44 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
     return train_cmp, val_cmp
 
 
+def checks(judge: Judge, rows: list[dict], hp: CollectConfig, seed: int) -> list[dict]:
+    """The labelers' claim checks (hp.claim_checks on the RM prompts' open questions, hp.fact_checks more on
+    questions of their own), from random streams of their own: every other comparison is as without them."""
+    rng, out = random.Random(f"claim-checks-{seed}"), []
+    if hp.claim_checks:
+        out += qa_pairs.claim_checks(judge, rows, judge.pool.train, rng)
+    if hp.fact_checks:
+        out += qa_pairs.claim_checks(judge, qa_pairs.fact_questions(judge.world, hp.fact_checks, seed),
+                                     judge.pool.train, rng)
+    if out:
+        print(f"{len(out)} claim checks: pairs of replies that differ in one claim, ranked by training labelers")
+    return out
+
+
 def load_comparisons(path) -> list[dict]:
     return read_jsonl(path, COMPARISON, nonempty="comparisons")
 
 
-def labeler_agreement(val_cmp: list[dict]) -> float:
-    """Share of pairs two different training labelers order alike on the same completions (the ceiling).
+def agreement_counts(val_cmp: list[dict]) -> list[tuple[int, int]]:
+    """Per validation row, (pairs two different training labelers order alike, pairs compared): the counts
+    behind labeler_agreement.
 
     Pooled over every pair of rankings that are sure to come from two different labelers: the row's labeler and
     the second one, and each two of the group rankings (the groups share no labeler). 200 validation prompts
     then give about 11 times the pairs of one second ranking each, and the figure moves less between draws.
-    Pairs are pooled as in reward.ranking_accuracy, so the RM's accuracy over this ceiling compares like with like.
     """
-    same = total = 0
+    out = []
     for c in val_cmp:
         g = c.get("group_rankings", [])
         two = ([(c["ranking"], c["second_ranking"])] if "second_ranking" in c else []) + \
             [(g[i], g[j]) for i in range(len(g)) for j in range(i + 1, len(g))]
-        for a, b in two:
-            s, t = pair_counts(a, b)
-            same, total = same + s, total + t
-    return same / max(total, 1)
+        counts = [pair_counts(a, b) for a, b in two]
+        out.append((sum(s for s, _ in counts), sum(n for _, n in counts)))
+    return out
+
+
+def labeler_agreement(val_cmp: list[dict]) -> float:
+    """Share of pairs two different training labelers order alike on the same completions (the ceiling). Pairs
+    are pooled as in reward.ranking_accuracy, so the RM's accuracy over this ceiling compares like with like."""
+    counts = agreement_counts(val_cmp)
+    return sum(s for s, _ in counts) / max(sum(n for _, n in counts), 1)

@@ -67,6 +67,18 @@ def relevance_pair(world, p, rng: random.Random) -> tuple[str, str] | None:
                  for a in (p.attribute, other))
 
 
+def fact_questions(world, n: int, seed: int = 0) -> list[dict]:
+    """n open questions about a random character's colour, home, food or job, as prompt rows (org "labelers")."""
+    rng, rows = random.Random(f"fact-questions-{seed}"), []
+    chars = [c.name for c in world.characters]
+    for i in range(n):
+        s, attr = rng.choice(chars), rng.choice(ASKABLE)
+        q = phrasing.question(world, s, attr, rng)
+        rows.append({"id": f"fact-{i:05d}", "org": "labelers", "category": "open_qa", "task": "fact", "text": q,
+                     "prompt": q, "subject": s, "attribute": attr, "answer": world.value(s, attr), "constraints": []})
+    return rows
+
+
 def claim_checks(judge, rows: list[dict], labelers, rng: random.Random) -> list[dict]:
     """Comparison rows (K = 2) of the truth and relevance pairs of every askable prompt row, each ranked by one
     training labeler from the world's features, like any comparison (ties where the labeler's utilities tie
