@@ -7,14 +7,18 @@ With r = pi_ref(y_t) / pi(y_t) at a token (Schulman 2020, "Approximating KL dive
 k1 = -log r, k2 = (log r)^2 / 2, k3 = r - 1 - log r.
 
   value     sum_t k_t over a response, as an estimate of the sequence KL
-  reward    k in the reward (InstructGPT): its sum over the response, detached, times the score (REINFORCE)
-  loss      k in the loss (GRPO, Shao et al. 2024): the gradient of the aggregated per-token k
-  loss_seq  k2 of the whole response, (sum_t log r_t)^2 / 2, in the loss
+  reward    k in the reward (InstructGPT): its sum over the response, detached, times the score (REINFORCE);
+            with k1, unbiased ("A comedy of estimators", 2025)
+  loss      k in the loss (GRPO, Shao et al. 2024): the gradient of the aggregated per-token k; each token answers
+            only for its own KL, a partial gradient (Tang & Munos 2025)
+  loss_seq  k2 of the whole response, (sum_t log r_t)^2 / 2, in the loss: on-policy, k1-in-the-reward's gradient
+            ("Rethinking KL regularization in RLHF", 2025)
 
 Off-policy rows sample from pi_old != pi (a later epoch) and weigh by none, by the token's ratio pi_t / pi_old_t (as
 pg.pg_loss and PPO's surrogate do), or by the exact ratio of what the term reads (the tokens through t for a token's
 term, the whole response for a response's). The last rows put k1-in-the-reward through each of pg.aggregate's rules
-(GRPO's seq_mean, DAPO's token_mean, Dr. GRPO's constant) and read the per-token weight a response of length l gets.
+(GRPO's seq_mean; DAPO's token_mean, Yu et al. 2025; Dr. GRPO's constant, Liu et al. 2025) and read the per-token
+weight a response of length l gets (seq_mean's 1/l is Dr. GRPO's length bias).
 
     python -m experiments.estimator_lab --out_dir=out/estimator_lab      # estimator_lab.md and .png, in seconds
 """
