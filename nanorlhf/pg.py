@@ -157,19 +157,26 @@ def surrogate(logprobs, old_logprobs, advantages, response_mask, clip_low: float
     return loss, stats
 
 
-def aggregate(per_token, response_mask, mode: str = "seq_mean", constant: int | None = None):
-    """One loss from per-token losses (B, T) over the response tokens, by GRPO's, DAPO's or Dr. GRPO's rule."""
+def aggregate(per_token, response_mask, mode: str = "seq_mean", constant: int | None = None, *,
+              n_responses: int | None = None, n_tokens: int | None = None):
+    """One loss from per-token losses (B, T) over the response tokens, by GRPO's, DAPO's or Dr. GRPO's rule.
+
+    For gradient accumulation, pass the whole batch's totals: n_responses (its B) and n_tokens (its response
+    tokens). Each micro-batch's loss is then its share of the whole batch's, and the shares add up to the whole
+    batch's loss however a batch of ragged lengths is split. Left out, the totals are this tensor's own.
+    """
     # BEGIN ASSIGNMENT aggregate
     mask = response_mask.bool()
     if mode == "seq_mean":       # GRPO: (1/|o_i|) sum_t, then the mean over responses
         per_seq = masked_sum(per_token, mask, dim=1) / mask.sum(dim=1).clamp(min=1)
-        return per_seq.mean()
+        return per_seq.mean() if n_responses is None else per_seq.sum() / n_responses
     if mode == "token_mean":     # DAPO: every token of the batch alike
-        return masked_sum(per_token, mask) / mask.sum().clamp(min=1)
+        return masked_sum(per_token, mask) / (mask.sum().clamp(min=1) if n_tokens is None else n_tokens)
     if mode == "constant":       # Dr. GRPO: a constant normaliser, B x L
         if constant is None:
             raise ValueError("the constant aggregation needs the constant (the longest response allowed)")
-        return masked_sum(per_token, mask) / (per_token.size(0) * constant)
+        B = per_token.size(0) if n_responses is None else n_responses
+        return masked_sum(per_token, mask) / (B * constant)
     raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {mode!r}")
     # END ASSIGNMENT aggregate
 
