@@ -233,6 +233,62 @@ def bench_ppo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
             "speedup_vs_plain": plain / fast, "real_token_share": real_share[0], **split}
 
 
+def bench_grpo(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
+    """Episodes/s of a critic-free iteration (G = 8 a prompt, the RM's reward, no value model to score or update)
+    against the PPO iteration of the same episodes, both on the fast paths, interleaved."""
+    from nanorlhf.experience import make_experience, make_group_experience, minibatch_loss, pg_minibatch_loss
+    from nanorlhf.generate import SamplingConfig, generate_in_length_groups
+    from nanorlhf.packing import length_groups
+    from nanorlhf.pg import PGConfig
+    from nanorlhf.ppo import PPOConfig
+    from nanorlhf.rollout import sample_episodes
+    torch.manual_seed(0)
+    policy, ref = GPT(cfg).to(device), GPT(cfg).to(device).eval()
+    rm, value = ScalarHeadModel(cfg).to(device).eval(), ScalarHeadModel(cfg).to(device)
+    opt = make_optimizer(torch.nn.ModuleList([policy, value]), lr=1e-6)
+    G = 8
+    plen, rlen = world_lengths(b.ppo_batch, cfg.block_size - b.ppo_new_tokens, b.ppo_new_tokens)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(1, cfg.vocab_size - 1, (n,), generator=g).tolist() for n in plen]
+    grouped = [p for p in prompts[:b.ppo_batch // G] for _ in range(G)]     # the same episodes, G a prompt
+    stop = cfg.vocab_size - 1
+    mb = min(32, b.ppo_batch)
+    hp = PGConfig(group_size=G, prompts_per_iteration=b.ppo_batch // G, max_new_tokens=b.ppo_new_tokens,
+                  minibatch_size=mb)
+    php = PPOConfig(max_new_tokens=b.ppo_new_tokens, batch_size=b.ppo_batch, minibatch_size=mb)
+
+    def update(loss_of, groups):
+        for idx in groups:
+            with autocast(dtype, device):
+                loss, _ = loss_of(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    def grpo():
+        gen = torch.Generator().manual_seed(0)
+        ro = generate_in_length_groups(policy, grouped, SamplingConfig(max_new_tokens=b.ppo_new_tokens),
+                                       group_size=hp.minibatch_size, generator=gen)
+        ro = cut_responses(ro, rlen, stop, 0)
+        with autocast(dtype, device):
+            exp = make_group_experience(policy, ref, rm, ro, None, rm_bias=0.0, hp=hp)
+        update(lambda idx: pg_minibatch_loss(policy, exp, idx, hp), length_groups(ro.attention_mask, mb, gen))
+        _sync(device)
+
+    def ppo():
+        gen = torch.Generator().manual_seed(0)
+        ro = cut_responses(sample_episodes(policy, grouped, php, gen), rlen, stop, 0)
+        with autocast(dtype, device):
+            exp = make_experience(policy, ref, rm, value, ro, rm_bias=0.0, beta=php.beta, hp=php)
+        for _ in range(php.ppo_epochs):
+            update(lambda idx: minibatch_loss(policy, value, exp, idx, php, None),
+                   length_groups(ro.attention_mask, php.minibatch_size, gen))
+        _sync(device)
+
+    fast, plain = interleaved(grpo, ppo, b.reps, device)
+    return {"episodes_per_s": b.ppo_batch / fast, "ppo_episodes_per_s": b.ppo_batch / plain, "speedup_vs_ppo": plain / fast}
+
+
 class _WordTokenizer:
     """A stand-in tokenizer for the RM bench: one token per word, ids from the word's hash."""
     eot_id, user_id, assistant_id, pad_id = 0, 1, 2, 3
@@ -291,6 +347,9 @@ def main(b: BenchConfig) -> dict:
     print(f"PPO iteration, {b.ppo_batch} episodes ({ppo['real_token_share']:.0%} of positions real): trimmed "
           f"{ppo['episodes_per_s']:.1f} episodes/s (generate {ppo['generate_s']:.2f}s, score {ppo['score_s']:.2f}s, "
           f"update {ppo['update_s']:.2f}s), full width {ppo['plain_episodes_per_s']:.1f} ({ppo['speedup_vs_plain']:.2f}x)")
+    grpo = bench_grpo(cfg, b, dtype, device)
+    print(f"critic-free iteration (GRPO, G = 8), the same {b.ppo_batch} episodes: {grpo['episodes_per_s']:.1f} "
+          f"episodes/s against PPO's {grpo['ppo_episodes_per_s']:.1f} ({grpo['speedup_vs_ppo']:.2f}x)")
     rm = bench_rm(cfg, b, dtype, device)
     print(f"RM fit, 8 prompts a step: sorted passes {rm['steps_per_s']:.2f} steps/s, per prompt in float32 "
           f"{rm['plain_steps_per_s']:.2f} ({rm['speedup_vs_plain']:.2f}x)")
@@ -298,7 +357,8 @@ def main(b: BenchConfig) -> dict:
            "gen_tokens_per_s": gen["tokens_per_s"], "gen_speedup_vs_no_cache": gen["speedup_vs_no_cache"],
            "rm_speedup_vs_plain": rm["speedup_vs_plain"], "train_tokens_per_s": train["tokens_per_s"],
            "train_mfu": mfu, "dtype": dtype, "cpu": cpu, "threads": torch.get_num_threads(),
-           "peak_flops": peaks, "train": train, "generate": gen, "ppo": ppo, "rm": rm}
+           "grpo_episodes_per_s": grpo["episodes_per_s"], "grpo_speedup_vs_ppo": grpo["speedup_vs_ppo"],
+           "peak_flops": peaks, "train": train, "generate": gen, "ppo": ppo, "grpo": grpo, "rm": rm}
     if b.json:
         write_text(b.json, json.dumps(out, indent=1))
         print(f"-> {b.json}")

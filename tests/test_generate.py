@@ -201,7 +201,7 @@ def test_bench_runs_on_tiny(tmp_path):
     path = tmp_path / "bench.json"
     out = main(parse_config(BenchConfig, ["--preset=tiny", f"--json={path}"]))
     keys = ("ppo_episodes_per_s", "ppo_speedup_vs_plain", "gen_tokens_per_s", "gen_speedup_vs_no_cache",
-            "rm_speedup_vs_plain", "train_tokens_per_s", "train_mfu")
+            "rm_speedup_vs_plain", "train_tokens_per_s", "train_mfu", "grpo_episodes_per_s", "grpo_speedup_vs_ppo")
     assert json.loads(path.read_text()).keys() >= set(keys) | {"dtype", "cpu"}
     assert all(out[k] > 0 and out[k] == out[k] for k in keys) and out["dtype"] in ("float32", "bfloat16")
 

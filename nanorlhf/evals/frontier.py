@@ -40,7 +40,8 @@ from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 from nanorlhf.masks import token_logprobs
 from nanorlhf.ppo import kl_estimate
 
-METHODS = ("SFT", "best-of-n", "PPO", "PPO-ptx", "DPO", "RLAIF-hybrid PPO", "iterated PPO", "up-front PPO")
+METHODS = ("SFT", "best-of-n", "PPO", "PPO-ptx", "DPO", "RLAIF-hybrid PPO", "iterated PPO", "up-front PPO", "GRPO",
+           "Dr. GRPO", "RLOO", "REINFORCE-baseline", "RLVR (GRPO, rule reward)", "random reward (control)")
 
 
 @dataclass
