@@ -196,11 +196,12 @@ def test_dpo_loss_on_drawn_pairs_equals_the_reference():
         want = torch.stack([-F.logsigmoid(c - j) for c, j in zip(chosen, rejected)]).mean()
         close(loss, want, f"the DPO loss of {P} pairs (beta {beta:.3f})")
         for x, name in ((pol_c, "chosen"), (pol_r, "rejected")):
-            close(torch.autograd.grad(loss, x, retain_graph=True)[0], torch.autograd.grad(want, x, retain_graph=True)[0],
-                  f"the DPO loss's gradient in the {name} log-probs")
+            got_grad, want_grad = (torch.autograd.grad(y, x, retain_graph=True)[0] for y in (loss, want))
+            close(got_grad, want_grad, f"the DPO loss's gradient in the {name} log-probs")
         m = torch.tensor(margins)
         expected = {"margin": m.mean().item(), "accuracy": (m > 0).float().mean().item(),
                     "chosen_reward": chosen.mean().item(), "rejected_reward": rejected.mean().item()}
         for k, v in expected.items():
             assert stats[k] == pytest.approx(v, rel=1e-5, abs=1e-6), (
-                f"dpo_loss stat {k} over {P} pairs is {stats[k]:.6f}, the reference {v:.6f} (held-out case, seed {SEED})")
+                f"dpo_loss stat {k} over {P} pairs is {stats[k]:.6f}, the reference {v:.6f} "
+                f"(held-out case, seed {SEED})")

@@ -18,7 +18,8 @@ CHEATS: dict[str, dict[str, Cheat]] = {
         """, "torch._C"),
         "fused_bound_outside": Cheat("""
             y = _fused(q, k, v, attn_mask=mask)
-        """, "uses _fused, which nanorlhf/model.py does not define", outside="_fused = F.scaled_dot_product_attention\n"),
+        """, "uses _fused, which nanorlhf/model.py does not define",
+            outside="_fused = F.scaled_dot_product_attention\n"),
     },
     "gae": {
         "imports_the_tests": Cheat("""
@@ -34,7 +35,8 @@ CHEATS: dict[str, dict[str, Cheat]] = {
         "imports_the_instructors_copy": Cheat("""
             import importlib.util
             import os
-            spec = importlib.util.spec_from_file_location("instructor_ppo", os.path.join(os.getcwd(), "nanorlhf/ppo.py"))
+            path = os.path.join(os.getcwd(), "nanorlhf", "ppo.py")
+            spec = importlib.util.spec_from_file_location("instructor_ppo", path)
             instructor = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(instructor)
             return instructor.policy_loss(logprobs, old_logprobs, advantages, response_mask, clip)
@@ -80,4 +82,7 @@ def drop_copy_files(copy) -> None:
     for rel, text in COPY_FILES.items():
         (copy / rel).write_text(text)
     ppo = copy / "tests" / "test_ppo.py"
-    ppo.write_text(ppo.read_text().replace('    """With gamma = lam = 1, A_t', '    return\n    """With gamma = lam = 1, A_t'))
+    before = ppo.read_text()
+    edited = before.replace('    """With gamma = lam = 1, A_t', '    return\n    """With gamma = lam = 1, A_t')
+    assert edited != before, "the visible GAE test moved: update the edit"
+    ppo.write_text(edited)

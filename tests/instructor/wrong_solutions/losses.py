@@ -58,7 +58,8 @@ WRONG: dict[str, dict[str, str]] = {
             if estimator not in ("k1", "k3"):
                 raise ValueError(estimator)
             kl = logprobs - ref_logprobs
-            kl = torch.where(response_mask.bool(), torch.expm1(-kl) + kl if estimator == "k3" else kl, torch.zeros_like(kl))
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = -beta * kl
             rewards[:, -1] += score  # the last column, padding or not
             return rewards, kl
@@ -67,7 +68,8 @@ WRONG: dict[str, dict[str, str]] = {
             if estimator not in ("k1", "k3"):
                 raise ValueError(estimator)
             kl = logprobs - ref_logprobs
-            kl = torch.where(response_mask.bool(), torch.expm1(-kl) + kl if estimator == "k3" else kl, torch.zeros_like(kl))
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = beta * kl
             last = last_token_index(response_mask)
             rewards = rewards.scatter_add(1, last.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
@@ -87,7 +89,8 @@ WRONG: dict[str, dict[str, str]] = {
             if estimator not in ("k1", "k3"):
                 raise ValueError(estimator)
             kl = logprobs - ref_logprobs
-            kl = torch.where(response_mask.bool(), torch.expm1(-kl) + kl if estimator == "k3" else kl, torch.zeros_like(kl))
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = -beta * kl
             first = response_mask.float().argmax(dim=-1)
             rewards = rewards.scatter_add(1, first.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
@@ -97,7 +100,8 @@ WRONG: dict[str, dict[str, str]] = {
             if estimator not in ("k1", "k3"):
                 raise ValueError(estimator)
             kl = logprobs - ref_logprobs
-            kl = torch.where(response_mask.bool(), torch.expm1(-kl) + kl if estimator == "k3" else kl, torch.zeros_like(kl))
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = (score.unsqueeze(1) - beta * kl) * response_mask
             return rewards, kl
         """,
