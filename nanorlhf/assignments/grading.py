@@ -69,16 +69,17 @@ def student_bodies(student: Path, f: str, chosen: list[Assignment], course: str,
     except AssignmentError as e:
         refused.update({n: f"its markers are broken: {e}" for n in names})
         return {}, True
-    course_regions = find_regions(course, f)
+    stubbed = stub(course, find_regions(course, f))  # what the region's body will sit in: no reference body
+    stubbed_regions = find_regions(stubbed, f)
     ok = {}
     for n in names:
         if n not in regions:
             refused[n] = f"{f} has no '# BEGIN/END ASSIGNMENT {n}' markers"
-        elif why := vet(bodies(text, regions)[n], course, course_regions[n][1], f):
+        elif why := vet(bodies(text, regions)[n], stubbed, stubbed_regions[n][1], f):
             refused[n] = why
         else:
             ok[n] = bodies(text, regions)[n]
-    return ok, stub(text, regions) != stub(course, course_regions)
+    return ok, stub(text, regions) != stubbed
 
 
 def graded_tree(student: Path, tree: Path, chosen: list[Assignment]) -> tuple[dict, list[str]]:

@@ -3,8 +3,10 @@
 A body is refused, with one plain line naming what it reached for, when it
 - imports anything but math, numpy, torch's public modules, a few plain standard modules and the library's
   own algorithm modules (so no `tests`, no `importlib`, `os` or `sys`, no grader);
-- reaches a private entry point (a name or attribute starting with `_`, `torch.ops`), or the fused attention
-  kernel (`scaled_dot_product_attention` and its kin), also through getattr with a computed name;
+- reaches a private entry point (a name or attribute starting with `_`, `torch.ops`), the fused attention
+  kernel (`scaled_dot_product_attention` and its kin), also through getattr with a computed name, or the
+  machinery around the tests (`torch.testing`, `sys`, `os`, ... reached as attributes of another module);
+- sets or deletes an attribute of anything but `self` (so no patching a module the tests use);
 - runs text as code or opens files (`eval`, `exec`, `compile`, `__import__`, `open`, ...) or rebinds module
   names (`global`);
 - uses a name that neither the body, its function in the course's file, that file's module level nor Python's
@@ -24,6 +26,7 @@ FUSED = ("scaled_dot_product_attention", "multi_head_attention_forward", "Multih
          "flash_attention", "efficient_attention")
 REFUSED = ("eval", "exec", "compile", "__import__", "open", "globals", "vars", "breakpoint", "input",
            "setattr", "delattr", "memoryview")
+MACHINERY = ("testing", "sys", "os", "subprocess", "builtins", "importlib", "modules", "system")
 
 
 def _dotted(node: ast.AST) -> str:
@@ -53,6 +56,8 @@ def _attribute(name: str, dotted: str) -> str | None:
         return f"reaches {dotted}, the fused attention kernel"
     if name.startswith("_") or name == "ops":
         return f"reaches {dotted}, a private entry point"
+    if name in MACHINERY:
+        return f"reaches {dotted}, the machinery around the tests"
     return None
 
 
@@ -72,6 +77,9 @@ def problems(tree: ast.AST) -> list[str]:
             found.append(f"rebinds module names ({', '.join(node.names)}) with global")
         elif isinstance(node, ast.Attribute):
             found += [why for why in [_attribute(node.attr, _dotted(node))] if why]
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and not (isinstance(node.value, ast.Name)
+                                                                   and node.value.id == "self"):
+                found.append(f"sets {_dotted(node)}: a region may set attributes of self only")
         elif isinstance(node, ast.Name) and (node.id in REFUSED and node.id not in own or node.id.startswith("__")):
             found.append(f"uses {node.id}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):

@@ -1,6 +1,6 @@
 """The course assignments: the handout, the grader, the registry and its docs (nanorlhf/assignments/).
 
-Four gradings in all: the handout, the solutions, two copies of a class; and two small pytest runs of the engine.
+Three gradings in all (the handout, the solutions, a class with one copy to run), and two small runs of the engine.
 """
 import csv
 import os
@@ -16,7 +16,7 @@ from nanorlhf.assignments import grading, handout, regions
 from nanorlhf.assignments.__main__ import main as cli_main
 from nanorlhf.assignments.registry import API_VERSION, BY_NAME, REGISTRY, ROOT
 from nanorlhf.assignments.testrun import PytestRunError, run_tests
-from wrong_solutions import drop_copy_files
+from wrong_solutions import IN_THE_CLASS, RIGHT, drop_copy_files
 
 
 def solution_body(name):
@@ -71,14 +71,14 @@ def test_solutions_pass_every_assignment_in_a_few_seconds_of_cpu(capsys):
 
 def test_grading_runs_under_a_cpu_time_limit_not_a_wall_clock_one(tmp_path):
     """The engine's limit is CPU time: a test that waits 3 s of wall-clock time under a 2-CPU-second limit passes,
-    and an endless loop under the same limit is stopped with a message saying so."""
+    and an endless loop under a 1-CPU-second limit is stopped with a message saying so."""
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_t.py").write_text(
         "import time\n\ndef test_waits():\n    time.sleep(3)\n\ndef test_loops():\n    while True:\n        pass\n")
     waits = "tests/test_t.py::test_waits"
     assert run_tests(tmp_path, [waits], cpu_seconds=2) == {waits: (True, "")}
-    with pytest.raises(PytestRunError, match="used up their 2 s of CPU time"):
-        run_tests(tmp_path, ["tests/test_t.py::test_loops"], cpu_seconds=2)
+    with pytest.raises(PytestRunError, match="used up their 1 s of CPU time"):
+        run_tests(tmp_path, ["tests/test_t.py::test_loops"], cpu_seconds=1)
 
 
 def enclosing(lines, i, indent, kind):
@@ -176,28 +176,32 @@ def test_hints_come_in_two_levels(capsys):
 
 def test_grade_class_writes_one_csv_row_per_student(tmp_path, capsys):
     """`grade --class=DIR --csv=FILE`: one row per student folder (sorted), columns in the documented order, a 1/0
-    column per assignment that the score sums, the failing tests named, the hint levels asked for; a folder that
-    is not a copy gets an error, not a crash."""
-    klass = tmp_path / "class"
-    assert cli_main(["make", str(klass / "ada")]) == 0
-    assert cli_main(["make", str(klass / "bob")]) == 0
+    column per assignment that the score sums, the failing tests, the refused regions, the hint levels asked for
+    and the files edited outside their regions; correct variants pass; a folder that is not a copy gets an error."""
+    klass, only = tmp_path / "class", ["attention", "gae", "policy_loss", "rm_loss"]
+    for student in ("ada", "bob"):
+        assert cli_main(["make", str(klass / student)]) == 0
+    for f in {BY_NAME[n].file for n in only}:  # ada deleted the markers: every region refused, nothing to run
+        path = klass / "ada" / f
+        path.write_text(re.sub(r"^\s*# (BEGIN|END) ASSIGNMENT \w+\n", "", path.read_text(), flags=re.M))
     handout.hint("gae", 2, root=klass / "bob")
     handout.hint("policy_loss", 1, root=klass / "bob")
-    ppo = klass / "bob" / "nanorlhf" / "ppo.py"
-    ppo.write_text(regions.splice(ppo.read_text(), regions.locate(klass / "bob")["nanorlhf/ppo.py"],
-                                  {"policy_loss": solution_body("policy_loss"), "gae": solution_body("gae")}))
+    for f, found in regions.locate(klass / "bob").items():
+        path = klass / "bob" / f
+        text = regions.splice(path.read_text(), found, {n: next(iter(RIGHT[n].values())) for n in IN_THE_CLASS
+                                                         if n in found})
+        path.write_text(text + ("\n# bob's notes, outside the regions\n" if f == "nanorlhf/ppo.py" else ""))
     (klass / "cy").mkdir()
-    only = "gae,policy_loss,rm_loss"
-    assert cli_main(["grade", f"--class={klass}", f"--csv={tmp_path / 'grades.csv'}", f"--only={only}"]) == 0
+    assert cli_main(["grade", f"--class={klass}", f"--csv={tmp_path / 'grades.csv'}", f"--only={','.join(only)}"]) == 0
     with open(tmp_path / "grades.csv") as f:
         header = next(csv.reader(f))
-    assert header == ["student", "score", "out_of", *only.split(","), "failed_tests", "refused", "hints",
-                      "ignored_edits", "error"]
-    rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
-    assert [r["student"] for r in rows] == ["ada", "bob", "cy"]
-    assert [r["score"] for r in rows] == ["0", "2", "0"] and {r["out_of"] for r in rows} == {"3"}
-    assert (rows[1]["gae"], rows[1]["policy_loss"], rows[1]["rm_loss"]) == ("1", "1", "0")
-    assert "test_gradient_sign" in rows[1]["failed_tests"] and "test_gae" not in rows[1]["failed_tests"]
-    assert (rows[0]["hints"], rows[1]["hints"]) == ("", "gae:2 policy_loss:1")
-    assert "not a copy" in rows[2]["error"] and rows[0]["error"] == rows[1]["error"] == ""
-    assert "bob: 2/3" in capsys.readouterr().out
+    assert header == ["student", "score", "out_of", *only, "failed_tests", "refused", "hints", "ignored_edits", "error"]
+    ada, bob, cy = rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
+    assert [r["student"] for r in rows] == ["ada", "bob", "cy"] and {r["out_of"] for r in rows} == {"4"}
+    assert [r["score"] for r in rows] == ["0", "3", "0"] and [bob[n] for n in only] == ["1", "1", "1", "0"]
+    assert "test_gradient_sign" in bob["failed_tests"] and "test_gae" not in bob["failed_tests"]
+    assert ada["refused"].count("has no '# BEGIN/END ASSIGNMENT") == 4 and bob["refused"] == ""
+    assert (ada["hints"], bob["hints"]) == ("", "gae:2 policy_loss:1")
+    assert bob["ignored_edits"] == "nanorlhf/ppo.py" and "nanorlhf/model.py" in ada["ignored_edits"]
+    assert "not a copy" in cy["error"] and ada["error"] == bob["error"] == ""
+    assert "bob: 3/4" in capsys.readouterr().out

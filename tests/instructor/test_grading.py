@@ -4,7 +4,8 @@ wrong_solutions/), grading copies of the handout with the real grader.
 Round r is one copy: in each region, that assignment's r-th wrong solution or cheat; once its list runs out,
 its correct variants in turn. Every round's copy also holds the files that try to turn failures into passes
 (conftest.py, pytest.ini, pyproject.toml, a plugin, sitecustomize.py) and an edited visible test. One grading
-a round, as many rounds as the longest list plus one, in which every region holds a variant.
+a round, as many rounds as the longest list; the variants of the assignments whose lists fill every round are
+graded in test_assignments.py's class (IN_THE_CLASS).
 """
 import re
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 from nanorlhf.assignments import grading, handout, regions
 from nanorlhf.assignments.registry import BY_NAME, REGISTRY
 from nanorlhf.assignments.vetting import vet
-from wrong_solutions import CHEATS, RIGHT, WRONG, Cheat, drop_copy_files
+from wrong_solutions import CHEATS, IN_THE_CLASS, RIGHT, WRONG, Cheat, drop_copy_files
 
 
 def rejected(name: str) -> list[tuple[str, Cheat]]:
@@ -22,7 +23,7 @@ def rejected(name: str) -> list[tuple[str, Cheat]]:
     return [(label, Cheat(body, None)) for label, body in WRONG[name].items()] + list(CHEATS.get(name, {}).items())
 
 
-ROUNDS = max(len(rejected(a.name)) for a in REGISTRY) + 1
+ROUNDS = max(len(rejected(a.name)) for a in REGISTRY)
 
 
 def planned(name: str, round_: int) -> tuple[bool, str, Cheat]:
@@ -55,21 +56,26 @@ def copy_with(tmp_path, plan: dict[str, Cheat], capsys):
 def test_every_assignment_has_its_fixtures():
     """Each registered assignment has at least four wrong solutions and a correct variant, each a body that compiles
     inside a function; every cheat names a registered assignment, and each one meant to be refused is refused by
-    the screen on its own, naming what it reached for."""
+    the screen on its own, naming what it reached for, while every correct variant passes the screen."""
     assert sorted(WRONG) == sorted(RIGHT) == sorted(BY_NAME) and set(CHEATS) <= set(BY_NAME)
+    assert {n for n in BY_NAME if len(rejected(n)) >= ROUNDS} <= set(IN_THE_CLASS)  # every variant graded somewhere
     bodies = [(n, b) for n in BY_NAME for b in [*WRONG[n].values(), *RIGHT[n].values()]]
     bodies += [(n, c.body) for n, cheats in CHEATS.items() for c in cheats.values()]
     for name, body in bodies:
         assert len(WRONG[name]) >= 4 and RIGHT[name], name
         compile("def f():\n" + regions.splice("# BEGIN ASSIGNMENT x\n# END ASSIGNMENT x\n", {"x": ("    ", 0, 1)},
                                               {"x": body}), name, "exec")
-    course = {a.file: (grading.ROOT / a.file).read_text() for a in REGISTRY}
-    for name, cheats in CHEATS.items():
+    course = {}
+    for a in REGISTRY:
+        text = (grading.ROOT / a.file).read_text()
+        course[a.file] = regions.stub(text, regions.find_regions(text, a.file))
+    screened = [(n, label, c) for n, cheats in CHEATS.items() for label, c in cheats.items()]
+    screened += [(n, label, Cheat(body, None)) for n in RIGHT for label, body in RIGHT[n].items()]
+    for name, label, c in screened:
         a = BY_NAME[name]
         begin = regions.find_regions(course[a.file], a.file)[name][1]
-        for label, c in cheats.items():
-            why = vet(textwrap.dedent(c.body), course[a.file], begin, a.file)
-            assert (why is None) if c.refused is None else (c.refused in (why or "")), (name, label, why)
+        why = vet(textwrap.dedent(c.body), course[a.file], begin, a.file)
+        assert (why is None) if c.refused is None else (c.refused in (why or "")), (name, label, why)
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))

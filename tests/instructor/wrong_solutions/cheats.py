@@ -42,6 +42,19 @@ CHEATS: dict[str, dict[str, Cheat]] = {
             return instructor.policy_loss(logprobs, old_logprobs, advantages, response_mask, clip)
         """, "imports importlib.util"),
     },
+    "kl_reward": {
+        "silences_assert_close": Cheat("""
+            torch.testing.assert_close = lambda *args, **kwargs: None
+            return torch.zeros_like(logprobs), torch.zeros_like(logprobs)
+        """, "torch.testing"),
+    },
+    "rm_loss": {
+        "patches_through_an_alias": Cheat("""
+            checks = F
+            checks.logsigmoid = lambda x: x * 0  # every loss the tests compute by hand becomes 0
+            return rewards.sum() * 0
+        """, "sets checks.logsigmoid"),
+    },
     "dpo_loss": {
         "hard_coded_to_the_visible_cases": Cheat("""
             if torch.equal(policy_chosen, ref_chosen) and torch.equal(policy_rejected, ref_rejected):
