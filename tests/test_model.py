@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 import torch
 
-from nanorlhf.model import (GPT, CausalSelfAttention, GPTConfig, KVCache, ScalarHeadModel, count_params,
-                            export_gpt2_state_dict, flops_per_token, import_gpt2_state_dict)
+from nanorlhf.model import (GPT, GPTConfig, KVCache, ScalarHeadModel, count_params, export_gpt2_state_dict,
+                            flops_per_token, import_gpt2_state_dict)
 
 TINY = GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)
 

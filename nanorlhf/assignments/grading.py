@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nanorlhf.assignments.handout import STUDENT_STAMP, grading_files, hints_asked, sha256
+from nanorlhf.assignments.handout import STUDENT_STAMP, hints_asked, sha256
 from nanorlhf.assignments.regions import bodies, find_regions, splice, stub, stub_body
-from nanorlhf.assignments.registry import (API_VERSION, HELDOUT, ROOT, Assignment, AssignmentError, select)
+from nanorlhf.assignments.registry import API_VERSION, HELDOUT, ROOT, Assignment, AssignmentError, select
 from nanorlhf.assignments.testrun import PytestRunError, run_tests
 from nanorlhf.assignments.vetting import vet
 
