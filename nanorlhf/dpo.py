@@ -37,11 +37,6 @@ def response_logprob_sum(model, tokens, attention_mask, response_mask):
     return masked_sum(lp, response_mask, dim=-1)                                 # (B,)
 
 
-def implicit_rewards(policy_logps, ref_logps, beta: float):
-    """DPO §4: the reward the policy implicitly assigns, beta * log(pi(y|x) / pi_ref(y|x)).  # same shape"""
-    return beta * (policy_logps - ref_logps)
-
-
 def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: float):
     """DPO eq. 7 over pairs (all (P,) tensors of sequence log-probs). Returns (loss, stats).
 
@@ -50,8 +45,9 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta: flo
     chosen_reward, rejected_reward: floats averaged over pairs.
     """
     # BEGIN ASSIGNMENT dpo_loss
-    chosen = implicit_rewards(policy_chosen, ref_chosen, beta)          # (P,)
-    rejected = implicit_rewards(policy_rejected, ref_rejected, beta)    # (P,)
+    # DPO §4: the implicit reward beta * log(pi(y|x) / pi_ref(y|x))
+    chosen = beta * (policy_chosen - ref_chosen)                        # (P,)
+    rejected = beta * (policy_rejected - ref_rejected)                  # (P,)
     margin = chosen - rejected                                          # (P,)
     loss = -F.logsigmoid(margin).mean()
     with torch.no_grad():

@@ -103,7 +103,7 @@ class CausalSelfAttention(nn.Module):
         # (docs/results.md, speed)
         if self.cfg.attn == "manual" and kv_cache is None:
             # BEGIN ASSIGNMENT attention
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))              # (B, nh, T, T_total)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))              # (B, nh, T, T)
             att = att.masked_fill(~mask, float("-inf"))
             att = F.softmax(att, dim=-1)
             att = self.attn_dropout(att)

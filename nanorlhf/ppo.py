@@ -100,39 +100,42 @@ class PPOConfig:
 # reward shaping: InstructGPT §3.5
 
 
-def per_token_kl(logprobs, ref_logprobs, response_mask, estimator="k1"):
-    """kl[:, t] = a single-sample estimate of KL(pi_RL || pi_SFT) at the response token t, 0 elsewhere.  # (B, T)
-
-    With r = pi_SFT(y_t) / pi_RL(y_t) and y ~ pi_RL (Schulman 2020, "Approximating KL divergence"):
-    k1 = -log r = log pi_RL - log pi_SFT (the paper's; unbiased, any sign), k2 = (log r)^2 / 2 (biased, never
-    negative; as a loss its gradient is k1's in the reward), k3 = (r - 1) - log r (unbiased, never negative,
-    lower variance). Their sums over a response estimate the sequence KL.
-    """
-    mask = response_mask.bool()
-    kl = logprobs - ref_logprobs
-    if estimator == "k3":
-        kl = torch.expm1(-kl) + kl
-    elif estimator == "k2":
-        kl = 0.5 * kl ** 2
-    elif estimator != "k1":
-        raise ValueError(f"KL estimator must be 'k1', 'k2' or 'k3', got {estimator!r}")
-    return torch.where(mask, kl, torch.zeros_like(kl))  # (B, T)
-
-
 def kl_penalized_rewards(score, logprobs, ref_logprobs, response_mask, beta, estimator="k1"):
-    """Per-token reward of the bandit episode. Returns (rewards, kl), both (B, T).
+    """Per-token reward of the bandit episode. Returns (rewards, kl), both (B, T), 0 off the response.
 
-    score (B,) is the RM output r(x, y); it is added at the last response token.
+    score (B,) is the RM output r(x, y); it is added at the last response token. kl is the per-token
+    estimate of KL(pi_RL || pi_SFT) that the reward penalises: "k1" is log pi_RL(y_t) - log pi_SFT(y_t),
+    whose sum over a response is unbiased for the sequence KL when y ~ pi_RL; "k3" is
+    (q/p - 1) - log(q/p) with q/p = pi_SFT/pi_RL: also unbiased, never negative, lower variance
+    (Schulman 2020, "Approximating KL divergence"); "k2" is k1^2 / 2: biased, never negative, the
+    critic-free methods' loss term (pg.py; summed over a whole response, its gradient on-policy is that of
+    k1 in the reward; per token it misses the later tokens' share: experiments/estimator_lab.py); any other
+    estimator raises ValueError.
     """
     # BEGIN ASSIGNMENT kl_reward
+    mask = response_mask.bool()
+    kl = logprobs - ref_logprobs  # (B, T) k1
+    if estimator == "k3":
+        kl = torch.expm1(-kl) + kl  # (q/p - 1) - log(q/p), q/p = exp(-k1)
+    elif estimator == "k2":
+        kl = 0.5 * kl ** 2  # (log q/p)^2 / 2
+    elif estimator != "k1":
+        raise ValueError(f"KL estimator must be 'k1', 'k2' or 'k3', got {estimator!r}")
+    kl = torch.where(mask, kl, torch.zeros_like(kl))  # (B, T)
     # InstructGPT §3.5: R(x, y) = r(x, y) - beta * log(pi_RL(y|x) / pi_SFT(y|x)),
     # spread over tokens: -beta * kl_t on every response token, + r at the end.
-    kl = per_token_kl(logprobs, ref_logprobs, response_mask, estimator)  # (B, T)
     rewards = -beta * kl  # (B, T)
     last = last_token_index(response_mask)  # (B,)
     rewards = rewards.scatter_add(1, last.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
     return rewards, kl
     # END ASSIGNMENT kl_reward
+
+
+def per_token_kl(logprobs, ref_logprobs, response_mask, estimator="k1"):
+    """kl[:, t], the per-token KL estimate on response tokens, 0 elsewhere: the one kl_penalized_rewards
+    penalises (its docstring defines the estimators), so the logged KL is the reward's.  # (B, T)"""
+    no_score = torch.zeros(logprobs.shape[:-1], dtype=logprobs.dtype, device=logprobs.device)  # (B,)
+    return kl_penalized_rewards(no_score, logprobs, ref_logprobs, response_mask, 0.0, estimator)[1]
 
 
 def kl_estimate(logprobs, ref_logprobs, mask):

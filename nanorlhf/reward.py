@@ -54,14 +54,6 @@ class RewardConfig:
 # the loss
 
 
-def untied_pairs(ranks, device=None):
-    """(winners, losers): index tensors of one prompt's untied pairs, the better-ranked first.  # (n_pairs,) each"""
-    pairs = ranks_to_pairs(ranks)
-    if not pairs:
-        raise ValueError(f"ranking {list(map(int, ranks))} has no untied pair to learn from")
-    return torch.tensor(pairs, device=device).unbind(dim=1)
-
-
 def rm_ranking_loss(rewards, ranks):
     """InstructGPT eq. 1 for one prompt: -1/n_pairs * sum over untied pairs of log sigmoid(r_w - r_l).
 
@@ -69,7 +61,10 @@ def rm_ranking_loss(rewards, ranks):
     Raises ValueError when every pair is tied (nothing to learn).
     """
     # BEGIN ASSIGNMENT rm_loss
-    winners, losers = untied_pairs(ranks, rewards.device)  # (n_pairs,) each
+    pairs = ranks_to_pairs(ranks)                                    # (winner, loser) index pairs; a tie gives none
+    if not pairs:
+        raise ValueError(f"ranking {list(map(int, ranks))} has no untied pair to learn from")
+    winners, losers = torch.tensor(pairs, device=rewards.device).unbind(dim=1)   # (n_pairs,) each
     # InstructGPT eq. 1: loss = -1/C(K,2) * E[log sigma(r(x, y_w) - r(x, y_l))], over the untied pairs
     return -F.logsigmoid(rewards[winners] - rewards[losers]).mean()
     # END ASSIGNMENT rm_loss
@@ -91,8 +86,10 @@ def rm_batch_loss(rewards_list, ranks_list, weights=None):
 @torch.no_grad()
 def pairwise_accuracy(rewards, ranks):
     """Fraction of untied pairs where the winner scores strictly higher (equal scores count as wrong)."""
-    winners, losers = untied_pairs(ranks, rewards.device)
-    return (rewards[winners] > rewards[losers]).float().mean().item()
+    pairs = ranks_to_pairs(ranks)
+    if not pairs:
+        raise ValueError(f"ranking {list(map(int, ranks))} has no untied pair to score")
+    return sum(float(rewards[w] > rewards[l]) for w, l in pairs) / len(pairs)
 
 
 @torch.no_grad()

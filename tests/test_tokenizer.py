@@ -1,7 +1,6 @@
 """Tests for nanorlhf/tokenizer.py: BPE training, tiktoken serving, file format."""
 import random
 import time
-from collections import Counter
 
 import pytest
 import tiktoken
@@ -9,8 +8,7 @@ import tiktoken.load
 import tiktoken.registry
 import torch
 
-from nanorlhf.tokenizer import (GPT2_PAT, SPECIAL_TOKENS, Tokenizer, _merge_word, gpt2_pretokenizer,
-                                make_corpus, train_bpe)
+from nanorlhf.tokenizer import GPT2_PAT, SPECIAL_TOKENS, Tokenizer, _merge_word, gpt2_pretokenizer, train_bpe
 
 ENGLISH = """\
 The quick brown fox jumps over the lazy dog. She said: "It's not what you think,
@@ -30,39 +28,6 @@ def tok():
 
 def ranked(ranks):
     return [t for t, _ in sorted(ranks.items(), key=lambda kv: kv[1])]
-
-
-def naive_bpe(text, n_merges):
-    """Reference trainer: recount every pair over every word at each merge."""
-    freqs = Counter(gpt2_pretokenizer().findall(text))
-    words = {tuple(w.encode()): f for w, f in freqs.items()}
-    vocab = [bytes([b]) for b in range(256)]
-    ids = {b: i for i, b in enumerate(vocab)}
-    while len(vocab) < 256 + n_merges:
-        counts = Counter()
-        for w, f in words.items():
-            for p in zip(w, w[1:]):
-                counts[p] += f
-        if not counts:
-            break
-        pair = min(counts, key=lambda p: (-counts[p], p))  # max count, then smallest ids
-        merged = vocab[pair[0]] + vocab[pair[1]]
-        if merged not in ids:
-            ids[merged] = len(vocab)
-            vocab.append(merged)
-        new = {}
-        for w, f in words.items():
-            out, i = [], 0
-            while i < len(w):
-                if w[i:i + 2] == pair:
-                    out.append(ids[merged])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new[tuple(out)] = new.get(tuple(out), 0) + f
-        words = new
-    return ids
 
 
 # -----------------------------------------------------------------------------
@@ -93,12 +58,6 @@ def test_merges_never_cross_pretokens():
     """
     ranks = train_bpe("ab ab ab", 10)
     assert ranked(ranks)[256:] == [b"ab", b" ab"]
-
-
-def test_incremental_trainer_matches_naive_reference():
-    """Incremental counts + lazy heap pick exactly the merges a full recount picks."""
-    text = ENGLISH[:1500] + make_corpus(20_000, n_made_up=300, seed=1)
-    assert train_bpe(text, 300) == naive_bpe(text, 300)
 
 
 def test_training_is_deterministic(tmp_path):

@@ -14,8 +14,8 @@ About 30 s on 2 CPU cores (most of it six stage scripts starting torch); far lon
 import os
 import re
 
-from doccheck import (FILE_EXT, MADE_BY_RUNNING, ROOT, check_commands, check_quoted, fast_blocks, prose,
-                      quoted_outputs, read_doc, resolve, run_fast_blocks)
+from doccheck import (FILE_EXT, MADE_BY_RUNNING, ROOT, check_commands, check_quoted, code_blocks, fast_blocks,
+                      prose, quoted_outputs, read_doc, resolve, run_fast_blocks)
 
 
 def doc_text() -> str:
@@ -91,3 +91,52 @@ def test_every_python_command_names_a_real_script_and_real_flags():
     module, and its flags parse with that script's Config (so a slow command cannot carry a stale flag)."""
     checked = check_commands(doc_text())
     assert {"pretrain", "train_sft", "train_rm", "train_ppo", "evaluate", "pipeline", "label"} <= set(checked)
+
+
+def worked_row(text: str) -> tuple[dict, dict[str, list[str]]]:
+    """The parameters in the worked row's marker, and its table's rows by their first words."""
+    m = re.search(r"<!-- worked row: beta ([\d.]+), score ([\d.]+), gamma ([\d.]+), lambda ([\d.]+) -->\n((?:\|.*\n)+)",
+                  text)
+    params = dict(zip(("beta", "score", "gamma", "lam"), map(float, m.groups()[:4])))
+    rows = {}
+    for line in m.group(5).splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        rows[cells[0].split()[0].split("_")[0]] = cells[1:]
+    return params, rows
+
+
+def test_the_worked_row_is_what_the_library_computes():
+    """§3.5c's row of r, V, delta, A and the return over prompt, response and padding columns is what
+    nanorlhf.ppo.kl_penalized_rewards and nanorlhf.ppo.gae give for its kl, V and mask (to the table's rounding);
+    its prompt and padding columns hold 0."""
+    import torch
+
+    from nanorlhf import ppo
+    p, rows = worked_row(doc_text())
+    num = {k: torch.tensor([[float(x) for x in v]], dtype=torch.float64) for k, v in rows.items()
+           if k not in ("column", "token", "---")}
+    mask = num["response"].bool()
+    rewards, _ = ppo.kl_penalized_rewards(torch.tensor([p["score"]], dtype=torch.float64), num["kl"],
+                                          torch.zeros_like(num["kl"]), mask, p["beta"])
+    adv, ret = ppo.gae(rewards, num["V"], mask, p["gamma"], p["lam"])
+    v_next = torch.where(mask[:, 1:], num["V"][:, 1:], 0.0)
+    delta = torch.where(mask, rewards + p["gamma"] * torch.cat([v_next, torch.zeros(1, 1)], 1) - num["V"], 0.0)
+    for name, got in (("r", rewards), ("delta", delta), ("A", adv), ("return", ret)):
+        torch.testing.assert_close(num[name], got, atol=6e-5, rtol=0, msg=f"row {name}")
+    assert (num["A"][~mask] == 0).all() and mask.any(dim=1).all() and not mask[0, 0] and not mask[0, -1]
+
+
+def test_each_assignment_is_called_out_where_the_walkthrough_meets_it():
+    """The glossary is linked before the first section; every registered assignment has an "Assignment:" callout
+    whose link names a section of docs/assignments.md; the data-flow block says what each stage reads and writes."""
+    from nanorlhf.assignments.registry import BY_NAME
+    text = doc_text()
+    assert "(#glossary)" in text[:text.index("## Setup")] and "\n## Glossary\n" in text
+    docs = read_doc(os.path.join("docs", "assignments.md"))
+    anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^## (.+)$", docs, re.M)}
+    called = re.findall(r"\[`(\w+)`\]\(assignments\.md#([\w-]+)\)", "\n".join(
+        ln for ln in text.splitlines() if ln.startswith(">")))
+    assert sorted({n for n, _ in called}) == sorted(BY_NAME) and all(a in anchors for _, a in called), called
+    flow = next(body for info, body in code_blocks(text) if info == "text" and "writes" in body)
+    stages = ("python -m nanorlhf.world", "pretrain.py", "train_sft.py", "train_rm.py", "train_ppo.py", "evaluate.py")
+    assert all(stage in flow for stage in stages), flow

@@ -1,4 +1,4 @@
-"""The course: assignments cut from the library's own code, their hints, a student copy and the grader.
+"""The course: assignments cut from the library's own code, their hints, the handout, the answer key and the grader.
 
-    python -m nanorlhf.assignments make OUT_DIR | hint NAME | grade    (nanorlhf/assignments/__main__.py)
+    python -m nanorlhf.assignments make OUT_DIR | hint NAME | answers NAME | grade    (nanorlhf/assignments/__main__.py)
 """

@@ -1,4 +1,4 @@
-"""`python -m nanorlhf.assignments make|hint|grade`: the course's command line (see registry.py's docstring)."""
+"""`python -m nanorlhf.assignments make|hint|answers|grade`: the course's command line (see registry.py's docstring)."""
 from __future__ import annotations
 
 import argparse
@@ -6,25 +6,30 @@ import sys
 from pathlib import Path
 
 from nanorlhf.assignments import grading, registry
-from nanorlhf.assignments.registry import ROOT, AssignmentError, hint, make
+from nanorlhf.assignments.handout import answers, hint, make
+from nanorlhf.assignments.registry import ROOT, AssignmentError
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m nanorlhf.assignments", description=registry.__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("make", help="write a student copy with every region stubbed")
+    m = sub.add_parser("make", help="write the handout: every region stubbed, the instructor's side left out")
     m.add_argument("out_dir", help="new or empty folder for the student copy")
     m.add_argument("--repo", default=str(ROOT), help="the solution repository (a git checkout)")
     h = sub.add_parser("hint", help="print an assignment's hints, level 1 (the stub's) up to --level")
     h.add_argument("name", help="the assignment, e.g. gae")
-    h.add_argument("--level", type=int, default=1, help="1: what and why; 2: the tools; 3: close to pseudocode")
+    h.add_argument("--level", type=int, default=1, help="1: what and why; 2: the traps")
+    a = sub.add_parser("answers", help="print an assignment's reference body (instructors; refused in a copy)")
+    a.add_argument("name", help="the assignment, e.g. gae")
     g = sub.add_parser("grade", help="run the grading tests and print a score per assignment")
-    g.add_argument("--repo", default=str(ROOT), help="the repository to grade (default: this one)")
+    g.add_argument("--repo", default=str(ROOT), help="the copy to grade (default: this one)")
     g.add_argument("--class", dest="class_dir", default=None,
                    help="grade every student copy in this folder (one subfolder each) into --csv")
     g.add_argument("--csv", default="grades.csv", help="with --class: the CSV to write")
     g.add_argument("--only", default=None, help="grade only these assignments (comma-separated names)")
-    g.add_argument("--timeout", type=float, default=300, help="seconds before one test run is stopped")
+    g.add_argument("--timeout", type=float, default=grading.CPU_SECONDS,
+                   help="CPU seconds one grading run may use (not wall-clock: a loaded machine is fine)")
+    g.add_argument("--seed", type=int, default=None, help="the held-out cases' seed (default: drawn, and printed)")
     args = p.parse_args(argv)
     try:
         if args.cmd == "make":
@@ -32,9 +37,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "hint":
             print(hint(args.name, args.level))
             return 0
+        if args.cmd == "answers":
+            print(answers(args.name))
+            return 0
         if args.class_dir:
-            return grading.grade_class(Path(args.class_dir), Path(args.csv), args.only, args.timeout)
-        return grading.grade(Path(args.repo).resolve(), args.only, args.timeout)[0]
+            return grading.grade_class(Path(args.class_dir), Path(args.csv), args.only, args.timeout, args.seed)
+        return grading.grade(Path(args.repo).resolve(), args.only, args.timeout, args.seed)[0]
     except AssignmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -53,6 +53,11 @@ WRONG: dict[str, dict[str, str]] = {
         """,
     },
     "attention": {
+        "no_dropout_on_weights": """
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            att = att.masked_fill(~mask, float("-inf"))
+            y = F.softmax(att, dim=-1) @ v  # the same in eval; SFT trains at dropout 0.2
+        """,
         "sdpa_in_region": """
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         """,
@@ -127,6 +132,18 @@ WRONG: dict[str, dict[str, str]] = {
         """,
     },
     "response_mask": {
+        "targets_padded_with_minus_100": """
+            T = max(len(ids) for ids, _ in examples) - 1
+            x = torch.full((len(examples), T), pad_id, dtype=torch.long)
+            y = torch.full((len(examples), T), -100, dtype=torch.long)  # the HF ignore index, not pad_id
+            loss_mask, attention_mask = torch.zeros(len(examples), T), torch.zeros(len(examples), T, dtype=torch.long)
+            for b, (ids, rmask) in enumerate(examples):
+                n = len(ids) - 1
+                x[b, :n], y[b, :n] = torch.tensor(ids[:-1]), torch.tensor(ids[1:])
+                loss_mask[b, :n] = torch.tensor(rmask[1:], dtype=torch.float)
+                attention_mask[b, :n] = 1
+            return x, y, loss_mask, attention_mask
+        """,
         "mask_not_shifted": """
             T = max(len(ids) for ids, _ in examples) - 1
             x = torch.full((len(examples), T), pad_id, dtype=torch.long)
@@ -188,6 +205,27 @@ WRONG: dict[str, dict[str, str]] = {
         """,
     },
     "steering": {
+        "start_none_read_as_zero": """
+            def add(mod, args, out):
+                kv_cache = args[3] if len(args) > 3 else None
+                past, T = (kv_cache.pos if kv_cache is not None else 0), out.size(1)
+                first = 0 if start is None else start  # None taken for "from the first column"
+                on = (torch.arange(past, past + T)[None, :] >= torch.as_tensor(first).reshape(-1, 1)).float()[..., None]
+                return out + multiplier * on * vector
+            handle = blocks(model)[layer].register_forward_hook(add)
+        """,
+        "prefill_steered_one_late": """
+            def add(mod, args, out):
+                kv_cache = args[3] if len(args) > 3 else None
+                past, T = (kv_cache.pos if kv_cache is not None else 0), out.size(1)
+                if start is None and kv_cache is None:
+                    return out
+                first = past if start is None else start  # the prefill's last column is left out
+                first = past + T if start is None and past == 0 else first
+                on = (torch.arange(past, past + T)[None, :] >= torch.as_tensor(first).reshape(-1, 1)).float()[..., None]
+                return out + multiplier * on * vector
+            handle = blocks(model)[layer].register_forward_hook(add)
+        """,
         "all_positions": """
             def add(mod, args, out):
                 return out + multiplier * vector  # every position, the prompt's too
@@ -212,7 +250,7 @@ WRONG: dict[str, dict[str, str]] = {
                 if start is None and kv_cache is None:
                     return out
                 first = (past + T - 1 if past == 0 else past) if start is None else start
-                on = steering_mask(torch.arange(past, past + T, device=out.device), first)
+                on = (torch.arange(past, past + T)[None, :] >= torch.as_tensor(first).reshape(-1, 1)).float()[..., None]
                 return out + on * vector
             handle = blocks(model)[layer].register_forward_hook(add)
         """,
@@ -223,7 +261,7 @@ WRONG: dict[str, dict[str, str]] = {
                 if start is None and kv_cache is None:
                     return None
                 first = (past + T - 1 if past == 0 else past) if start is None else start
-                on = steering_mask(torch.arange(past, past + T, device=x.device), first)
+                on = (torch.arange(past, past + T)[None, :] >= torch.as_tensor(first).reshape(-1, 1)).float()[..., None]
                 return (x + multiplier * on * vector, *args[1:])
             handle = blocks(model)[layer].register_forward_pre_hook(add)
         """,
@@ -234,7 +272,7 @@ WRONG: dict[str, dict[str, str]] = {
                 if start is None and kv_cache is None:
                     return out
                 first = (past + T - 1 if past == 0 else past) if start is None else start
-                on = steering_mask(torch.arange(past, past + T, device=out.device), first)
+                on = (torch.arange(past, past + T)[None, :] >= torch.as_tensor(first).reshape(-1, 1)).float()[..., None]
                 return out + multiplier * on * vector
             handles = [b.register_forward_hook(add) for b in blocks(model)]  # every block, not block `layer`
             handle = handles[-1]

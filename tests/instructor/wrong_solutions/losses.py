@@ -55,39 +55,60 @@ WRONG: dict[str, dict[str, str]] = {
     },
     "kl_reward": {
         "score_at_last_column": """
-            kl = per_token_kl(logprobs, ref_logprobs, response_mask, estimator)
+            if estimator not in ("k1", "k3"):
+                raise ValueError(estimator)
+            kl = logprobs - ref_logprobs
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = -beta * kl
             rewards[:, -1] += score  # the last column, padding or not
             return rewards, kl
         """,
         "plus_beta": """
-            kl = per_token_kl(logprobs, ref_logprobs, response_mask, estimator)
+            if estimator not in ("k1", "k3"):
+                raise ValueError(estimator)
+            kl = logprobs - ref_logprobs
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = beta * kl
             last = last_token_index(response_mask)
             rewards = rewards.scatter_add(1, last.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
             return rewards, kl
         """,
         "kl_not_masked": """
+            if estimator not in ("k1", "k3"):
+                raise ValueError(estimator)
             kl = logprobs - ref_logprobs
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl  # not masked
             rewards = -beta * kl
             last = last_token_index(response_mask)
             rewards = rewards.scatter_add(1, last.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
             return rewards, kl
         """,
         "score_at_first_token": """
-            kl = per_token_kl(logprobs, ref_logprobs, response_mask, estimator)
+            if estimator not in ("k1", "k3"):
+                raise ValueError(estimator)
+            kl = logprobs - ref_logprobs
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = -beta * kl
             first = response_mask.float().argmax(dim=-1)
             rewards = rewards.scatter_add(1, first.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
             return rewards, kl
         """,
         "score_on_every_token": """
-            kl = per_token_kl(logprobs, ref_logprobs, response_mask, estimator)
+            if estimator not in ("k1", "k3"):
+                raise ValueError(estimator)
+            kl = logprobs - ref_logprobs
+            kl = torch.expm1(-kl) + kl if estimator == "k3" else kl
+            kl = torch.where(response_mask.bool(), kl, torch.zeros_like(kl))
             rewards = (score.unsqueeze(1) - beta * kl) * response_mask
             return rewards, kl
         """,
         "ignores_estimator": """
-            kl = per_token_kl(logprobs, ref_logprobs, response_mask)  # always k1
+            if estimator not in ("k1", "k3"):
+                raise ValueError(estimator)
+            kl = torch.where(response_mask.bool(), logprobs - ref_logprobs, torch.zeros_like(logprobs))  # always k1
             rewards = -beta * kl
             last = last_token_index(response_mask)
             rewards = rewards.scatter_add(1, last.unsqueeze(1), score.to(rewards.dtype).unsqueeze(1))
@@ -95,6 +116,17 @@ WRONG: dict[str, dict[str, str]] = {
         """,
     },
     "gae": {
+        "mask_by_multiplying": """
+            m = response_mask.to(values.dtype)
+            r, v = rewards * m, values * m  # 0 * nan is nan: junk off the mask leaks as NaN
+            next_value = next_adv = torch.zeros_like(values[:, 0])
+            advantages = torch.zeros_like(values)
+            for t in reversed(range(values.shape[1])):
+                delta = r[:, t] + gamma * next_value - v[:, t]
+                advantages[:, t] = (delta + gamma * lam * next_adv) * m[:, t]
+                next_value, next_adv = v[:, t], advantages[:, t]
+            return advantages, (advantages + v) * m
+        """,
         "no_mask": """
             next_value = next_adv = torch.zeros_like(values[:, 0])
             advantages = torch.zeros_like(values)
@@ -153,6 +185,19 @@ WRONG: dict[str, dict[str, str]] = {
         """,
     },
     "policy_loss": {
+        "clipfrac_above_only": """
+            mask = response_mask.bool()
+            log_ratio = logprobs - old_logprobs
+            ratio = torch.exp(log_ratio)
+            unclipped = -advantages * ratio
+            clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
+            loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+            with torch.no_grad():
+                stats = {"ratio_mean": masked_mean(ratio, mask).item(),
+                         "clipfrac": masked_mean((ratio > 1.0 + clip).float(), mask).item(),  # one side, any sign
+                         "approx_kl": masked_mean((ratio - 1) - log_ratio, mask).item()}
+            return loss, stats
+        """,
         "clamp_only": """
             mask = response_mask.bool()
             log_ratio = logprobs - old_logprobs
@@ -242,6 +287,26 @@ WRONG: dict[str, dict[str, str]] = {
         """,
     },
     "dpo_loss": {
+        "loss_of_the_mean_margin": """
+            chosen = beta * (policy_chosen - ref_chosen)
+            rejected = beta * (policy_rejected - ref_rejected)
+            margin = chosen - rejected
+            loss = -F.logsigmoid(margin.mean())  # equal to the mean loss only when every margin is equal
+            with torch.no_grad():
+                stats = {"margin": margin.mean().item(), "accuracy": (margin > 0).float().mean().item(),
+                         "chosen_reward": chosen.mean().item(), "rejected_reward": rejected.mean().item()}
+            return loss, stats
+        """,
+        "stats_summed_over_pairs": """
+            chosen = beta * (policy_chosen - ref_chosen)
+            rejected = beta * (policy_rejected - ref_rejected)
+            margin = chosen - rejected
+            loss = -F.logsigmoid(margin).mean()
+            with torch.no_grad():  # sums: equal to the means for one pair
+                stats = {"margin": margin.sum().item(), "accuracy": (margin > 0).float().sum().item(),
+                         "chosen_reward": chosen.sum().item(), "rejected_reward": rejected.sum().item()}
+            return loss, stats
+        """,
         "no_reference": """
             margin = beta * (policy_chosen - policy_rejected)
             loss = -F.logsigmoid(margin).mean()
