@@ -56,6 +56,11 @@ class Recipe:
     """RM epochs (paper: 1; one underfits at this label budget)"""
     rm_lr: float = 3e-4
     """RM learning rate"""
+    # DEVIATION: the paper's labelers rank model samples; ours also check one claim at a time (world/qa_pairs.py):
+    # without these the RM prefers the true of two otherwise equal answers no more often than chance (docs/details.md)
+    rm_fact_checks: int = 1500
+    """questions about characters' facts whose true and false (and asked and other-attribute) replies the labelers
+    rank, beside the RM prompts' own claim checks (train_rm --fact_checks)"""
     # chosen on the 300 validation prompts (docs/results.md): in iterations of 64, 1m PPO-ptx won 57.5% after 60 and
     # 62.7% after 120; those 7,680 episodes as 60 of 128 won 61.1-63.9% over four PPO seeds where 120 of 64 won
     # 57.6-63.7% over five, 20% faster. The 100k model gains nothing from PPO (50.0%, 50.9%, 50.0% after 20, 40, 60
@@ -76,12 +81,12 @@ class Recipe:
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("flan_epochs", "rm_epochs", "rm_lr", "ppo_lr", "ppo_beta", "ppo_batch")
-    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "rm_heldout_prompts")
+    NONNEGATIVE: ClassVar[tuple] = ("rm_prompts", "rm_heldout_prompts", "rm_fact_checks")
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sizes="a:2x64,b:1x16", pretrain_steps="a:60,b:60", sft_epochs="1", flan_epochs=1,
                      sft_lr="a:1e-3,b:3e-3", sft_dropout="a:0.2,b:0", ptx_coef="a:1,b:0.5", rm_prompts=48,
-                     ppo_iterations="a:2,b:1", ppo_batch=8),
+                     ppo_iterations="a:2,b:1", ppo_batch=8, rm_fact_checks=16),
         "small": dict(),
         "paper": dict(sizes="big:12x768,mid:8x256,small:4x128", pretrain_steps="big:20000,mid:20000,small:20000",
                       sft_epochs="16", sft_lr="1e-3", sft_dropout="0.2", ptx_coef="1", rm_prompts=0,
@@ -121,8 +126,9 @@ class Recipe:
                 f"--dtype={self.dtype}"]
 
     def rm_flags(self) -> list[str]:
-        """train_rm.py's flags of the RM fit (nanorlhf/reward.py RewardConfig), the RM's and every PM's."""
-        return [f"--lr={self.rm_lr}", f"--epochs={self.rm_epochs}", f"--dtype={self.dtype}"]
+        """train_rm.py's flags of the RM fit (nanorlhf/reward.py RewardConfig) and of its labelers' fact checks."""
+        return [f"--lr={self.rm_lr}", f"--epochs={self.rm_epochs}", f"--fact_checks={self.rm_fact_checks}",
+                f"--dtype={self.dtype}"]
 
     def ppo_hparams(self) -> list[str]:
         """train_ppo.py's flags that every PPO run of the recipe shares, whatever its size and length."""
