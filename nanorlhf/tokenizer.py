@@ -31,6 +31,7 @@ import sys
 import time
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -340,6 +341,20 @@ def bench(vocab_size: int = 2048) -> None:
     print(f"trained {tok.vocab_size} tokens in {dt:.1f}s; {100_000 / len(ids):.2f} chars/token")
 
 
+@dataclass
+class BenchConfig:
+    bench: bool = False
+    """time the BPE training on 5 MB of English-like text (python -m nanorlhf.tokenizer --bench)"""
+    vocab_size: int = 2048
+    """the vocabulary size to train"""
+
+
+def main(cfg: BenchConfig) -> None:
+    if not cfg.bench:
+        raise SystemExit("nothing to do: --bench times the BPE training (--help lists the flags)")
+    bench(cfg.vocab_size)
+
+
 if __name__ == "__main__":
-    if "--bench" in sys.argv:
-        bench()
+    from nanorlhf.infra.cli import run
+    run(main, BenchConfig, __doc__)
