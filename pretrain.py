@@ -186,7 +186,7 @@ def main(cfg: Config) -> dict:
     def save():
         save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                         optim=opt.state_dict(), data_pos=batches.state_dict(),
-                        extra={"model_config": dataclasses.asdict(mcfg), "tokenizer": tok_path,
+                        extra={"model_config": dataclasses.asdict(mcfg), "tokenizer": tok.to_dict(),
                                "inputs": {corpus: file_sha256(corpus), tok_path: file_sha256(tok_path)}})
 
     # 3. train: AdamW, warmup + cosine, clipping, periodic validation

@@ -254,27 +254,35 @@ class Tokenizer:
     # -- file format: <path> is a .tiktoken file (one `base64(bytes) rank` per
     # line, readable by tiktoken.load.load_tiktoken_bpe); <path>.json holds
     # the name, pat_str and special tokens, which that format has no room for.
+    # Checkpoints hold the same as one dict (to_dict), so they travel without the file.
+
+    def to_dict(self) -> dict:
+        """The whole tokenizer as strings and ints: name, pat_str, special_tokens, and ranks in the .tiktoken text."""
+        ranks = sorted(self.enc._mergeable_ranks.items(), key=lambda kv: kv[1])
+        return {"name": self.enc.name, "pat_str": self.enc._pat_str,
+                "special_tokens": dict(sorted(self.enc._special_tokens.items(), key=lambda kv: kv[1])),
+                "ranks": "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Tokenizer":
+        ranks = {}
+        for line in d["ranks"].splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+        return cls._build(d["name"], d["pat_str"], ranks, d["special_tokens"])
 
     def save(self, path) -> None:
-        path = Path(path)
-        ranks = sorted(self.enc._mergeable_ranks.items(), key=lambda kv: kv[1])
-        atomic_write(path, lambda f: f.write(b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks)))
-        meta = {"name": self.enc.name, "pat_str": self.enc._pat_str,
-                "special_tokens": dict(sorted(self.enc._special_tokens.items(), key=lambda kv: kv[1]))}
-        write_text(str(path) + ".json", json.dumps(meta, indent=1) + "\n")
+        d = self.to_dict()
+        atomic_write(path, lambda f: f.write(d.pop("ranks").encode()))
+        write_text(str(path) + ".json", json.dumps(d, indent=1) + "\n")
 
     @classmethod
     def load(cls, path) -> "Tokenizer":
         # Parsed here, not with load_tiktoken_bpe: that caches local files too,
         # keyed by path, and would hand back stale ranks after a re-save.
-        path = Path(path)
-        ranks = {}
-        for line in path.read_bytes().splitlines():
-            if line:
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
         meta = json.loads(Path(str(path) + ".json").read_text(encoding="utf-8"))
-        return cls._build(meta["name"], meta["pat_str"], ranks, meta["special_tokens"])
+        return cls.from_dict({**meta, "ranks": Path(path).read_text(encoding="ascii")})
 
     # -- encode / decode
 
