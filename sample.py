@@ -22,7 +22,8 @@ from nanorlhf.checkpoint import load_model
 from nanorlhf.generate import SamplingConfig
 from nanorlhf.infra.cli import UsageError, run
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.world.answers import answer, is_base, world_prompt, world_scores
+from nanorlhf.chat import is_base
+from nanorlhf.world.answers import answer, world_prompt, world_scores
 
 KINDS = ("gpt", "flan", "sft", "ppo", "ppo_ptx", "dpo")
 

@@ -26,11 +26,6 @@ from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 PROMPT_FILES = ("test_prompts.jsonl", "val_prompts.jsonl", "ppo_prompts.jsonl", "rm_prompts.jsonl")
 
 
-def is_base(ck: dict) -> bool:
-    """Whether a checkpoint is a pretrained base model (its config names a corpus, not a base to fine-tune)."""
-    return "corpus" in ck["config"] and "base" not in ck["config"]
-
-
 @torch.no_grad()
 def answer(model, tok, prompt: str, *, base: bool, hp: SamplingConfig, seed: int = 0) -> str:
     """One answer to a prompt: in the chat format, or for a base model after the raw text and a newline."""
