@@ -171,3 +171,22 @@ def test_a_folder_this_project_cannot_run_is_refused_in_one_line(stages, tmp_pat
     tj = json.loads((tmp_path / "tokenizer.json").read_text())
     with pytest.raises(ValueError, match="<\\|user\\|>"):
         tokenizer_from_json({**tj, "added_tokens": [t for t in tj["added_tokens"] if t["content"] != "<|user|>"]})
+
+
+def test_export_replaces_an_earlier_export_and_refuses_other_folders(stages, tmp_path):
+    """Exporting the RM over an earlier policy export replaces its files and drops the stale generation_config;
+    a folder holding other files, and an import onto an existing checkpoint, are refused and left as they were."""
+    from nanorlhf.infra.cli import UsageError
+    out = tmp_path / "hf"
+    export(ExportConfig(ckpt=os.path.join(stages["out"], "sft", "ckpt.pt"), out=str(out)))
+    export(ExportConfig(ckpt=os.path.join(stages["out"], "rm", "ckpt.pt"), out=str(out)))
+    assert not (out / "generation_config.json").exists() and "score.weight" in read_safetensors(out / "model.safetensors")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(UsageError, match="notes.txt"):
+        export(ExportConfig(ckpt=os.path.join(stages["out"], "sft", "ckpt.pt"), out=str(tmp_path / "mine")))
+    assert os.listdir(tmp_path / "mine") == ["notes.txt"]
+    (tmp_path / "c.pt").write_bytes(b"old")
+    with pytest.raises(CheckpointError, match="never overwrites"):
+        export(ExportConfig(from_hf=str(out), out=str(tmp_path / "c.pt")))
+    assert (tmp_path / "c.pt").read_bytes() == b"old"

@@ -43,6 +43,8 @@ from nanorlhf.interop.safetensors_io import safetensors_bytes
 from nanorlhf.model import conv1d_layout, count_params, export_gpt2_state_dict
 
 MAX_NEW_TOKENS = 48  # generation_config's default, as sample.py's
+EXPORT_FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                "README.md")
 
 
 # -----------------------------------------------------------------------------
@@ -100,6 +102,11 @@ def export(cfg: ExportConfig) -> dict:
         return import_hf(cfg.from_hf, cfg.out)
     if not cfg.ckpt or not cfg.out:
         raise UsageError("give --ckpt=FILE and --out=DIR (or --from_hf=DIR and --out=CKPT)")
+    # an earlier export's files are replaced (and the stale ones removed); any other file means another folder
+    others = sorted(set(os.listdir(cfg.out)) - set(EXPORT_FILES)) if os.path.isdir(cfg.out) else []
+    if others:
+        raise UsageError(f"--out={cfg.out} holds files an export does not write ({', '.join(others[:3])}): "
+                         "give a new or empty folder, or one an earlier export wrote")
     reward_model = "head.weight" in load_checkpoint(cfg.ckpt)["model"]
     model, tok, ck = load_model(cfg.ckpt, kind="scalar" if reward_model else "gpt", dropout=0.0)
     offset = model.head.bias.item() - float(ck["extra"].get("bias", 0.0)) if reward_model else 0.0
@@ -115,6 +122,9 @@ def export(cfg: ExportConfig) -> dict:
         files["generation_config.json"] = {"bos_token_id": tok.eot_id, "eos_token_id": tok.eot_id,
                                            "pad_token_id": tok.pad_id, "do_sample": True, "temperature": 1.0,
                                            "max_new_tokens": MAX_NEW_TOKENS}
+    for stale in set(EXPORT_FILES) - set(files) - {"model.safetensors", "README.md"}:
+        if os.path.exists(os.path.join(cfg.out, stale)):
+            os.remove(os.path.join(cfg.out, stale))
     for fname, obj in files.items():
         write_text(os.path.join(cfg.out, fname), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
     write_text(os.path.join(cfg.out, "README.md"), model_card(about, model.cfg, count_params(model)["total"],

@@ -57,6 +57,8 @@ def gpt_config(c: dict, folder: str) -> GPTConfig:
 
 def import_hf(folder: str, out: str) -> dict:
     """Write the checkpoint `out` from the Hugging Face folder; returns what was written."""
+    if os.path.exists(out):
+        raise CheckpointError(f"{out} exists: give a new path (an import never overwrites a checkpoint)")
     with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
         c = json.load(f)
     with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
