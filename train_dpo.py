@@ -97,15 +97,15 @@ def main(cfg: Config) -> dict:
     t_start = time.time()
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    os.makedirs(cfg.out_dir, exist_ok=True)
 
-    # 1. policy and frozen reference, both pi_SFT
+    # 1. policy and frozen reference, both pi_SFT (the inputs read before the out_dir is made)
     policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     ref.requires_grad_(False).eval()
     cmp = usable(read_pairs(cfg.pairs) if cfg.pairs else load_comparisons(cfg.comparisons))
     if not cmp:
         raise DataError(f"{cfg.pairs or cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn")
+    os.makedirs(cfg.out_dir, exist_ok=True)
     steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
     steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
     print(f"{len(cmp)} comparisons ({sum(len(c['completions']) for c in cmp)} completions), {steps} steps")

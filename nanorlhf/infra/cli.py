@@ -56,8 +56,10 @@ def make_hint(path: str) -> str:
     if path.endswith(".pt") and len(parts) >= 2:
         stage, preset = parts[-2], parts[-3] if len(parts) >= 3 else "small"
         preset = preset if preset in ("tiny", "small", "paper") else "small"
+        if stage.startswith(("dpo", "rlaif", "iterated")):  # the lineage's stages
+            return f"run python pipeline.py --preset={preset} --lineage=true first (it trains DPO, RLAIF, iterated PPO)"
         for prefix, script in (("base", "pretrain.py"), ("sft", "train_sft.py"), ("flan", "train_sft.py"),
-                               ("rm", "train_rm.py"), ("ppo", "train_ppo.py"), ("dpo", "train_dpo.py")):
+                               ("rm", "train_rm.py"), ("ppo", "train_ppo.py")):
             if stage.startswith(prefix):
                 return f"run {script} --preset={preset} first (or python pipeline.py --preset={preset})"
     return ""
