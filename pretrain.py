@@ -217,7 +217,8 @@ def main(cfg: Config) -> dict:
             mfu = tps * flops_tok / peak
             log.write(step, **{"train/loss": loss.item(), "train/lr": lr, "train/grad_norm": gnorm,
                                "time/tokens_per_s": tps, "time/mfu": mfu})
-            print(bar.line(step, loss=loss.item(), lr=lr, tok_s=round(tps), mfu=f"{100 * mfu:.0f}%"))
+            if bar.due(step):
+                print(bar.line(step, loss=loss.item(), lr=lr, tok_s=round(tps), mfu=f"{100 * mfu:.0f}%"))
             busy, tokens_since = 0.0, 0
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             vl = val_loss(model, val_stream, cfg, device)

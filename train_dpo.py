@@ -132,7 +132,8 @@ def main(cfg: Config) -> dict:
             if step % cfg.log_every == 0 or step == steps:
                 m = {"dpo/loss": loss.item(), **{f"dpo/{k}": v for k, v in s.items()}, "dpo/grad_norm": gnorm}
                 log.write(step, **m)
-                print(bar.line(step, loss=loss.item(), margin=s["margin"], acc=s["accuracy"]))
+                if bar.due(step):
+                    print(bar.line(step, loss=loss.item(), margin=s["margin"], acc=s["accuracy"]))
 
     # 5. validate: does the implicit reward order held-out comparisons like the labelers did?
     report = {"n_comparisons": len(cmp), "steps": step, "beta": cfg.beta}

@@ -68,9 +68,9 @@ class Config:
     save_every: int = 20
     """iterations between checkpoints (kept as iter{N}.pt for over-optimisation curves)"""
     log_samples: int = 2
-    """decoded samples printed per log line"""
+    """decoded samples printed at the first progress line and the last"""
     log_every: int = 5
-    """iterations between printed progress lines"""
+    """iterations between progress lines (at most about ten are printed: infra/metrics.py Progress.due)"""
     dropout: float = 0.0
     """residual dropout of the policy during PPO (paper: off; SFT trained with 0.2)"""
     seed: int = 0
@@ -254,11 +254,12 @@ def main(cfg: Config) -> dict:
         log.write(s.it, **metrics)
         for w in ppo.diagnose(metrics, hp.max_new_tokens):
             print(f"WARNING iteration {s.it}: {w}")
-        if s.it % cfg.log_every == 0 or s.it == cfg.iterations:
+        if (s.it % cfg.log_every == 0 or s.it == cfg.iterations) and bar.due(s.it):
             print(bar.line(s.it, score=metrics["objective/score"], kl=metrics["objective/kl"],
                            clipfrac=metrics["ppo/clipfrac"], len=metrics["response/length"],
                            eps=round(metrics["time/episodes_per_s"], 1)))
-            show_samples(m.tok, batch, ro, exp, cfg.log_samples)
+            if bar.printed == 1 or s.it == cfg.iterations:  # samples at the first line and the last: what moved
+                show_samples(m.tok, batch, ro, exp, cfg.log_samples)
         # 7. adapt beta (if a target KL is set)
         s.kl_ctl.update(metrics["objective/kl"], len(batch))
         if s.it % cfg.save_every == 0 or s.it == cfg.iterations:

@@ -199,7 +199,8 @@ def main(cfg: Config) -> dict:
         vl = val_loss(model, val, cfg, tok.pad_id, device)
         val_losses.append(vl)
         log.write(step, **{"val/loss": vl, "epoch": epoch})
-        print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
+        if bar.due(step):
+            print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
         atomic_torch_save(model.state_dict(), os.path.join(cfg.out_dir, f"epoch{epoch}.pt"))
         save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                         optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": epoch})

@@ -233,7 +233,7 @@ def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed
             if log is not None and step % 10 == 0:
                 log.write(step, **{"rm/loss": sum(losses[-10:]) / len(losses[-10:]),
                                    "rm/accuracy": sum(accs[-10:]) / len(accs[-10:])})
-            if progress and (step % max(1, steps // 10) == 0 or step == steps):
+            if progress and bar.due(step):
                 print(bar.line(step, loss=sum(losses[-20:]) / len(losses[-20:])))
     rm.eval()
     return losses

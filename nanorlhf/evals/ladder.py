@@ -25,6 +25,7 @@ from nanorlhf.evals.findings import findings_markdown, ladder_findings, ladder_p
 from nanorlhf.evals.preference import sample_responses, win_rate, win_rate_over_samples
 from nanorlhf.generate import SamplingConfig, generate, response_texts
 from nanorlhf.infra.jsonl import DEMO, PROMPT, read_jsonl
+from nanorlhf.infra.metrics import Progress
 from nanorlhf.reward import score_texts
 from nanorlhf.world import CLOSED_DOMAIN
 from nanorlhf.world.labelers import TRAIN_INSTRUCTIONS, with_instructions
@@ -89,19 +90,24 @@ def policy_responses(ctx, rows: list[dict], name: str, seed: int, shots: list[di
 
 def all_responses(ctx, rows: list[dict]) -> dict[str, list[str]]:
     """One sampled response per prompt for every policy in ctx.policies, and GPT prompted beside each GPT."""
-    shots, out = few_shots(ctx), {}
-    for name in ctx.policies:
+    shots, out, bar = few_shots(ctx), {}, Progress(len(ctx.policies), "ladder: sampled policies")
+    for i, name in enumerate(ctx.policies, 1):
         out[name] = policy_responses(ctx, rows, name, ctx.seed, shots)
         if name.startswith("gpt_"):
             out["gpt_prompted_" + name[4:]] = policy_responses(ctx, rows, "gpt_prompted_" + name[4:], ctx.seed, shots)
+        if bar.due(i, lines=5):
+            print(bar.line(i, last=name), flush=True)
     return out
 
 
 def paired_comparisons(ctx, rows: list[dict], texts: dict, pairs: list[tuple[str, str]], samples: int) -> dict:
     """(a, b) -> the win rate of b over a, judged on `samples` responses a prompt (the first is texts')."""
-    shots, more = few_shots(ctx), {}
-    for n in dict.fromkeys(x for p in pairs for x in p):
+    shots, more, names = few_shots(ctx), {}, list(dict.fromkeys(x for p in pairs for x in p))
+    bar = Progress(len(names), f"ladder: {samples} samples a prompt")
+    for i, n in enumerate(names, 1):
         more[n] = [texts[n]] + [policy_responses(ctx, rows, n, ctx.seed + 1000 * s, shots) for s in range(1, samples)]
+        if bar.due(i, lines=5):
+            print(bar.line(i, last=n), flush=True)
     return {(a, b): win_rate_over_samples(ctx.judge, rows, more[b], more[a], random.Random(ctx.labeler_seed + 23 + i))
             for i, (a, b) in enumerate(pairs)}
 

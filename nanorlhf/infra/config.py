@@ -270,9 +270,11 @@ def config_diff(a: dict, b: dict, ignore: tuple[str, ...] = ()) -> list[str]:
 
 
 def print_config(cfg) -> None:
-    print(f"{type(cfg).__name__}:")
-    for k, v in config_dict(cfg).items():
-        print(f"  {k} = {v!r}")
+    """One line: the flags set away from their defaults (the full config is saved in every checkpoint, and a
+    pipeline stage's in its folder's config.json)."""
+    defaults = default_dict(type(cfg))
+    changed = [f"--{k}={v}" for k, v in config_dict(cfg).items() if v != defaults.get(k)]
+    print(f"{type(cfg).__name__}: " + (" ".join(changed) or "the defaults"), flush=True)
 
 
 def per_size(spec: str, names: list[str], flag: str, cast=float, positive: bool = True) -> dict:

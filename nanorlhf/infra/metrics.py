@@ -4,7 +4,8 @@ Example:
     log = MetricsLog("out/run/metrics.jsonl")
     log.write(step=10, **{"train/loss": 2.3})
     bar = Progress(total=100, what="pretrain")
-    print(bar.line(10, loss=2.3))   # pretrain   10/100 ( 10%) loss 2.3000 | 1.2s elapsed, ETA 10.8s
+    if bar.due(10):                 # about ten lines a loop, whatever its length
+        print(bar.line(10, loss=2.3))   # pretrain   10/100 ( 10%) loss 2.3000 | 1.2s elapsed, ETA 10.8s
 """
 from __future__ import annotations
 
@@ -59,7 +60,18 @@ class Progress:
 
     def __init__(self, total: int, what: str = "", start_step: int = 0):
         self.total, self.what, self.start_step = total, what, start_step
-        self.t0 = time.time()
+        self.t0, self.shown, self.printed = time.time(), None, 0
+
+    def due(self, step: int, lines: int = 10) -> bool:
+        """Whether to print at this step: the first step past each further 1/lines of the loop, and the last, so
+        a loop prints about `lines` lines however often it asks (`printed` counts them)."""
+        part = lines * step // max(self.total, 1)
+        if self.shown is None:
+            self.shown = lines * self.start_step // max(self.total, 1)
+        if part > self.shown or step >= self.total:
+            self.shown, self.printed = max(part, self.shown), self.printed + 1
+            return True
+        return False
 
     def line(self, step: int, **values) -> str:
         elapsed = time.time() - self.t0
