@@ -39,10 +39,11 @@ from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.guard import NonFiniteGuard
 from nanorlhf.infra.jsonl import label_counts
-from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.infra.schemas import DataError
 from nanorlhf.interop.pairs import read_pairs
+from nanorlhf.model import count_params
 from nanorlhf.rankings import usable
 from nanorlhf.world.comparisons import load_comparisons
 
@@ -158,7 +159,7 @@ def main(cfg: Config) -> dict:
     save_checkpoint(ckpt, model=policy.state_dict(), config=config_dict(cfg), step=step, extra=extra)
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     plot_curves(log.read(), ["dpo/loss", "dpo/margin", "dpo/accuracy"], os.path.join(cfg.out_dir, "curves.png"),
-                title=f"DPO (beta={cfg.beta})")
+                title=stage_title(f"DPO (beta={cfg.beta})", cfg.out_dir, count_params(policy)["total"]))
     print(f"done: {step} steps in {report['wall_s']:.0f}s -> {ckpt}")
     return {"metrics": log.read(), "report": report, "ckpt": ckpt, "policy": policy}
 

@@ -34,10 +34,10 @@ from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
 from nanorlhf.infra.guard import NonFiniteGuard
-from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, make_optimizer
 from nanorlhf.infra.precision import autocast, cache_dtype, resolve_dtype
-from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.model import ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.packing import length_groups
 from nanorlhf.ppo import PPOConfig
 from nanorlhf.rollout import PromptSampler, ptx_batches, rollout, show_samples
@@ -269,7 +269,9 @@ def main(cfg: Config) -> dict:
                 os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
     plot_curves(log.read(), ["objective/score", "objective/kl", "ppo/clipfrac", "ppo/approx_kl",
                              "val/explained_var", "response/length", "ptx/loss"],
-                os.path.join(cfg.out_dir, "curves.png"), title=f"PPO (ptx_coef={hp.ptx_coef})", xlabel="iteration")
+                os.path.join(cfg.out_dir, "curves.png"), xlabel="iteration",
+                title=stage_title(f"PPO{'-ptx' * (hp.ptx_coef > 0)} (beta={hp.beta}, ptx_coef={hp.ptx_coef})",
+                                  cfg.out_dir, count_params(m.policy)["total"]))
     print(f"done: {s.it} iterations, {guard.skipped} skipped steps -> {ckpt}")
     return {"metrics": log.read(), "ckpt": ckpt, "policy": m.policy, "value": m.value, "skipped": guard.skipped,
             "flops": flops}

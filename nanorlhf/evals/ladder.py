@@ -25,7 +25,7 @@ from nanorlhf.evals.findings import findings_markdown, ladder_findings, ladder_p
 from nanorlhf.evals.preference import sample_responses, win_rate, win_rate_over_samples
 from nanorlhf.generate import SamplingConfig, generate, response_texts
 from nanorlhf.infra.jsonl import DEMO, PROMPT, read_jsonl
-from nanorlhf.infra.metrics import Progress
+from nanorlhf.infra.metrics import Progress, save_figure
 from nanorlhf.reward import score_texts
 from nanorlhf.world import CLOSED_DOMAIN
 from nanorlhf.world.labelers import TRAIN_INSTRUCTIONS, with_instructions
@@ -166,22 +166,21 @@ def ladder_plot(table: dict, sizes: dict[str, float], path: str, reference: str)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
-    for m in METHODS:
+    for i, m in enumerate(METHODS):
         pts = [(sizes[s], table[f"{m}_{s}"]["win"]) for s in sizes if f"{m}_{s}" in table and "win" in table[f"{m}_{s}"]]
         if pts:
             pts.sort()
-            ax.errorbar([p[0] for p in pts], [p[1]["rate"] for p in pts],
+            dodge = 1.06 ** (i - (len(METHODS) - 1) / 2)  # each method a little aside: equal rates stay visible
+            ax.errorbar([p[0] * dodge for p in pts], [p[1]["rate"] for p in pts],
                         yerr=[[p[1]["rate"] - p[1]["lo"] for p in pts], [p[1]["hi"] - p[1]["rate"] for p in pts]],
-                        marker="o", capsize=3, label=LABELS[m])
+                        marker="osD^vP*X"[i % 8], capsize=3, label=LABELS[m])
     ax.axhline(0.5, color="grey", ls="--", lw=1)
     ax.set_xscale("log")
     ax.set_xlabel("parameters")
     ax.set_ylabel(f"win rate against {reference}")
     ax.set_title("Held-out labeler preference (cf. InstructGPT Figure 1)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def bars_plot(h2h: dict, champion: str, path: str) -> None:
@@ -199,9 +198,7 @@ def bars_plot(h2h: dict, champion: str, path: str) -> None:
     ax.set_ylim(0, 1.1)
     ax.set_ylabel(f"how often {champion} is preferred")
     ax.set_title("Head to head (cf. the paper's 85% / 71% / 78% / 79%)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def pct(w: dict) -> str:
