@@ -5,6 +5,7 @@ import os
 import re
 
 import pytest
+import torch
 
 import pipeline
 from nanorlhf.infra.config import ConfigError, parse_config
@@ -36,6 +37,10 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capfd):
     for fig in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
         assert os.path.exists(os.path.join(out, fig)), fig
     assert "ladder.png" in text and "head_to_head.png" in text
+    # it opens with a report card: the commit, the package versions, the machine, the seeds
+    card = text.split("\n\n")[2]
+    assert card.startswith("| report card |") and f"torch {torch.__version__}" in card and "--seed=0" in card
+    assert re.search(r"\| commit \| `([0-9a-f]{12}|not a git checkout)", card) and "cores" in card
     rates = [float(x) for x in re.findall(r"\| (\d+)% \[", text)]
     assert rates and all(0 <= r <= 100 for r in rates)
     data = json.load(open(os.path.join(out, "report.json")))
