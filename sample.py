@@ -108,7 +108,8 @@ def ask(models: dict, rm, judge, data_dir: str, prompt: str, cfg: Config) -> lis
     for name, (model, tok, base) in models.items():
         if stream:
             say(f"--- {name}\n")
-        ans, dropped = answer(model, tok, text, base=base, hp=cfg.sampling, seed=cfg.seed, on_text=say if stream else None)
+        ans, dropped = answer(model, tok, text, base=base, hp=cfg.sampling, seed=cfg.seed,
+                              on_text=say if stream else None)
         a = {"policy": name, "answer": ans, "dropped": dropped, "prompt": text, "world": row is not None}
         if rm is not None:
             a["rm"] = score_texts(rm[0], rm[1], [text], [ans], rm[3], rm[2]).item()

@@ -13,10 +13,12 @@ def entry_points() -> list[str]:
     """Dotted names of the modules that run as a program: every file outside tests/ with a `__main__` guard."""
     names = []
     for d, dirs, files in os.walk(ROOT):
-        dirs[:] = [x for x in dirs if not x.startswith(".") and x not in ("tests", "out", "data", "docs", "__pycache__")]
+        dirs[:] = [x for x in dirs if not x.startswith(".") and x not in ("tests", "out", "data", "docs",
+                                                                         "__pycache__")]
         for f in files:
             path = os.path.join(d, f)
-            if f.endswith(".py") and re.search(r'^if __name__ == "__main__":', open(path, encoding="utf-8").read(), re.M):
+            text = open(path, encoding="utf-8").read() if f.endswith(".py") else ""
+            if re.search(r'^if __name__ == "__main__":', text, re.M):
                 name = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
                 names.append(name.removesuffix(".__main__"))
     return sorted(names)

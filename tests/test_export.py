@@ -132,7 +132,8 @@ def test_tokenizer_config_and_chat_template(stages, tmp_path):
                                                                           raise_exception=fail)
     user, sys_ = {"role": "user", "content": "Hi?"}, {"role": "system", "content": "Be brief."}
     assert render([user], True) == "<|user|>Hi?<|assistant|>"
-    assert render([user, {"role": "assistant", "content": "Hello."}], False) == "<|user|>Hi?<|assistant|>Hello.<|endoftext|>"
+    turn = render([user, {"role": "assistant", "content": "Hello."}], False)
+    assert turn == "<|user|>Hi?<|assistant|>Hello.<|endoftext|>"
     assert render([sys_, user], True) == "<|user|>Be brief.\n\nHi?<|assistant|>"
     with pytest.raises(ValueError, match="not tool"):
         render([{"role": "tool", "content": "x"}, user], True)
@@ -180,7 +181,8 @@ def test_export_replaces_an_earlier_export_and_refuses_other_folders(stages, tmp
     out = tmp_path / "hf"
     export(ExportConfig(ckpt=os.path.join(stages["out"], "sft", "ckpt.pt"), out=str(out)))
     export(ExportConfig(ckpt=os.path.join(stages["out"], "rm", "ckpt.pt"), out=str(out)))
-    assert not (out / "generation_config.json").exists() and "score.weight" in read_safetensors(out / "model.safetensors")
+    assert not (out / "generation_config.json").exists()
+    assert "score.weight" in read_safetensors(out / "model.safetensors")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
     with pytest.raises(UsageError, match="notes.txt"):

@@ -5,12 +5,11 @@ import os
 import re
 
 import matplotlib
-import pytest
+import matplotlib.figure as mf
 
 from nanorlhf.infra.metrics import MetricsLog, has_data, plot_curves, save_figure
 
 matplotlib.use("Agg")
-import matplotlib.figure  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,7 +61,6 @@ def test_every_png_is_saved_by_save_figure():
 def test_stage_curves_have_data_in_every_panel_and_name_their_stage(stages, tmp_path, monkeypatch):
     """The tiny base, SFT and RM stages' curves, drawn again: every panel saved has data, every series under 20
     points is marked, the title names the stage's folder and size, and the RM's has a validation-accuracy panel."""
-    import matplotlib.figure as mf
     saved = []
     real = mf.Figure.savefig
 

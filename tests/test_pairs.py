@@ -99,14 +99,17 @@ def test_implicit_prompt_and_multi_turn_rows_keep_what_they_can(tmp_path, capsys
     folded into the user turn as the exported chat template does."""
     msgs = lambda *turns: [{"role": r, "content": c} for r, c in turns]
     rows = [
-        {"chosen": "<|user|>Name a fox.<|assistant|>Pip.<|endoftext|>", "rejected": "<|user|>Name a fox.<|assistant|>No."},
+        {"chosen": "<|user|>Name a fox.<|assistant|>Pip.<|endoftext|>",
+         "rejected": "<|user|>Name a fox.<|assistant|>No."},
         {"chosen": "The sky is blue.", "rejected": "The sky is green."},
-        {"chosen": msgs(("user", "Why?"), ("assistant", "Because.")), "rejected": msgs(("user", "Why?"), ("assistant", "No."))},
+        {"chosen": msgs(("user", "Why?"), ("assistant", "Because.")),
+         "rejected": msgs(("user", "Why?"), ("assistant", "No."))},
         {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello\n\nHuman: Name a fox.\n\nAssistant: Pip.",
          "rejected": "\n\nHuman: Hi\n\nAssistant: Hello\n\nHuman: Name a fox.\n\nAssistant: No."},
         {"prompt": msgs(("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello"), ("user", "Why?")),
          "chosen": msgs(("assistant", "Because.")), "rejected": msgs(("assistant", "No."))},
-        {"prompt": "<|user|>Hi<|assistant|>Hello<|endoftext|><|user|>Why?<|assistant|>", "chosen": "A.", "rejected": "B."},
+        {"prompt": "<|user|>Hi<|assistant|>Hello<|endoftext|><|user|>Why?<|assistant|>", "chosen": "A.",
+         "rejected": "B."},
     ]
     path = tmp_path / "mixed.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -51,7 +51,8 @@ def test_one_round_through_a_pipe(stages):
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("prompt: Tell me about a fox.") and "--- sft" in p.stdout
     assert "prompt: Name a hen." in p.stdout and "Traceback" not in p.stderr
-    assert p.stderr.strip().splitlines() == [f"sample.py: test:abc: {stages['data']} has 32 test prompts, test:0 to test:31"]
+    want = f"sample.py: test:abc: {stages['data']} has 32 test prompts, test:0 to test:31"
+    assert p.stderr.strip().splitlines() == [want]
 
 
 def test_one_policy_streams_what_it_samples(stages, capsys):
@@ -97,7 +98,7 @@ def test_each_mistake_is_one_line_or_a_note(stages, tmp_path, monkeypatch, capsy
     a prompt longer than the context is answered from its end, with a note."""
     from nanorlhf.checkpoint import load_checkpoint, save_checkpoint
     sft = os.path.join(stages["out"], "sft", "ckpt.pt")
-    for flags, message in (([f"--prompt=test:99999"], "has 32 test prompts, test:0 to test:31"),
+    for flags, message in ((["--prompt=test:99999"], "has 32 test prompts, test:0 to test:31"),
                            (["--prompt=test:abc"], "test:abc: "),
                            (["--prompt=hi", "--max_new_tokens=500"], "at most 125 new tokens leave room")):
         code, out, err = run_cli([f"--ckpt={sft}", *flags], capsys)

@@ -33,7 +33,8 @@ out = model.generate(**inputs, max_new_tokens={new}, do_sample=False)
 print(tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))
 
 complete = pipeline("text-generation", model=path)
-print(complete("Encyclopedia: Mira the crow\\n", max_new_tokens={new}, handle_long_generation="hole")[0]["generated_text"])'''
+out = complete("Encyclopedia: Mira the crow\\n", max_new_tokens={new}, handle_long_generation="hole")
+print(out[0]["generated_text"])'''
 
 REWARD = '''from transformers import pipeline
 
