@@ -124,12 +124,13 @@ def test_a_missing_lineage_policy_hints_a_command_that_makes_it(run_dir, capsys)
     (["--ckpt=a.pt", "--compare=sft"], "not both"),
     ([], "not both"),
 ])
-def test_usage_errors(flags, message):
+def test_usage_errors(flags, message, capsys):
     """Both or neither of --ckpt / --compare, or an unknown policy, is a one-line usage error (exit 2)."""
-    p = subprocess.run([sys.executable, "sample.py", *flags], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    code, _, err = run_cli(flags, capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
-def test_help_lists_the_sampling_flags():
-    p = subprocess.run([sys.executable, "sample.py", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert p.returncode == 0 and "Talk to the trained models" in p.stdout and "temperature" in p.stdout
+def test_help_lists_the_sampling_flags(capsys):
+    """--help starts with what sample.py does and lists the sampling flags (cli.run, as the command line runs it)."""
+    code, out, _ = run_cli(["--help"], capsys)
+    assert code == 0 and out.startswith("Talk to the trained models") and "--temperature" in out
