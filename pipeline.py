@@ -130,7 +130,8 @@ def stage_jobs(cfg: Config, out: str, data: str) -> dict[str, tuple]:
 
 
 # expected seconds of each stage as the small preset ran on a 2-core AMD EPYC VM (the lanes' stages on one core
-# each), for the largest size and the others: where the overall ETA starts from (it then follows this run's pace)
+# each), for the largest size and the others (the lineage's stages: rough guesses, not measured): where the overall
+# ETA starts from; it then follows this run's own pace (infra/stages.py Plan)
 EXPECTED = {"base": (92, 42), "sft": (34, 25), "flan": (45, 10), "ppo_ptx": (123, 17), "ppo": (98, 14), "rm": 199,
             "rm_heldout": 43, "dpo": 30, "rlaif": 130, "iterated": 150, "evaluate": 110}
 
