@@ -29,7 +29,7 @@ from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
 from nanorlhf.infra.guard import NonFiniteGuard
-from nanorlhf.infra.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, split_docs
@@ -186,7 +186,7 @@ def main(cfg: Config) -> dict:
     def save():
         save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                         optim=opt.state_dict(), data_pos=batches.state_dict(),
-                        extra={"model_config": dataclasses.asdict(mcfg), "tokenizer": tok_path,
+                        extra={"model_config": dataclasses.asdict(mcfg), "tokenizer": tok.to_dict(),
                                "inputs": {corpus: file_sha256(corpus), tok_path: file_sha256(tok_path)}})
 
     # 3. train: AdamW, warmup + cosine, clipping, periodic validation
@@ -217,7 +217,8 @@ def main(cfg: Config) -> dict:
             mfu = tps * flops_tok / peak
             log.write(step, **{"train/loss": loss.item(), "train/lr": lr, "train/grad_norm": gnorm,
                                "time/tokens_per_s": tps, "time/mfu": mfu})
-            print(bar.line(step, loss=loss.item(), lr=lr, tok_s=round(tps), mfu=f"{100 * mfu:.0f}%"))
+            if bar.due(step):
+                print(bar.line(step, loss=loss.item(), lr=lr, tok_s=round(tps), mfu=f"{100 * mfu:.0f}%"))
             busy, tokens_since = 0.0, 0
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             vl = val_loss(model, val_stream, cfg, device)
@@ -229,7 +230,7 @@ def main(cfg: Config) -> dict:
                 os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
 
     plot_curves(log.read(), ["train/loss", "val/loss", "time/mfu"], os.path.join(cfg.out_dir, "loss.png"),
-                title="pretraining")
+                title=stage_title("pretraining", cfg.out_dir, n["total"]))
     final_val = val_loss(model, val_stream, cfg, device)
     print(f"done: {step} steps, final train loss {losses[-1] if losses else float('nan'):.4f}, "
           f"val loss {final_val:.4f} -> {ckpt_path}")

@@ -34,10 +34,10 @@ from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
 from nanorlhf.infra.guard import NonFiniteGuard
-from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, make_optimizer
 from nanorlhf.infra.precision import autocast, cache_dtype, resolve_dtype
-from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.model import ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.packing import length_groups
 from nanorlhf.ppo import PPOConfig
 from nanorlhf.rollout import PromptSampler, ptx_batches, rollout, show_samples
@@ -68,9 +68,9 @@ class Config:
     save_every: int = 20
     """iterations between checkpoints (kept as iter{N}.pt for over-optimisation curves)"""
     log_samples: int = 2
-    """decoded samples printed per log line"""
+    """decoded samples printed at the first progress line and the last"""
     log_every: int = 5
-    """iterations between printed progress lines"""
+    """iterations between progress lines (at most about ten are printed: infra/metrics.py Progress.due)"""
     dropout: float = 0.0
     """residual dropout of the policy during PPO (paper: off; SFT trained with 0.2)"""
     seed: int = 0
@@ -254,11 +254,12 @@ def main(cfg: Config) -> dict:
         log.write(s.it, **metrics)
         for w in ppo.diagnose(metrics, hp.max_new_tokens):
             print(f"WARNING iteration {s.it}: {w}")
-        if s.it % cfg.log_every == 0 or s.it == cfg.iterations:
+        if (s.it % cfg.log_every == 0 or s.it == cfg.iterations) and bar.due(s.it):
             print(bar.line(s.it, score=metrics["objective/score"], kl=metrics["objective/kl"],
                            clipfrac=metrics["ppo/clipfrac"], len=metrics["response/length"],
                            eps=round(metrics["time/episodes_per_s"], 1)))
-            show_samples(m.tok, batch, ro, exp, cfg.log_samples)
+            if bar.printed == 1 or s.it == cfg.iterations:  # samples at the first line and the last: what moved
+                show_samples(m.tok, batch, ro, exp, cfg.log_samples)
         # 7. adapt beta (if a target KL is set)
         s.kl_ctl.update(metrics["objective/kl"], len(batch))
         if s.it % cfg.save_every == 0 or s.it == cfg.iterations:
@@ -268,7 +269,9 @@ def main(cfg: Config) -> dict:
                 os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
     plot_curves(log.read(), ["objective/score", "objective/kl", "ppo/clipfrac", "ppo/approx_kl",
                              "val/explained_var", "response/length", "ptx/loss"],
-                os.path.join(cfg.out_dir, "curves.png"), title=f"PPO (ptx_coef={hp.ptx_coef})", xlabel="iteration")
+                os.path.join(cfg.out_dir, "curves.png"), xlabel="iteration",
+                title=stage_title(f"PPO{'-ptx' * (hp.ptx_coef > 0)} (beta={hp.beta}, ptx_coef={hp.ptx_coef})",
+                                  cfg.out_dir, count_params(m.policy)["total"]))
     print(f"done: {s.it} iterations, {guard.skipped} skipped steps -> {ckpt}")
     return {"metrics": log.read(), "ckpt": ckpt, "policy": m.policy, "value": m.value, "skipped": guard.skipped,
             "flops": flops}

@@ -38,10 +38,10 @@ from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.jsonl import DEMO, read_jsonl
-from nanorlhf.infra.metrics import MetricsLog, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, plot_curves, stage_title
 from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.interop.pairs import read_pairs
-from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.model import ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.rankings import comparisons_to_two_way
 from nanorlhf.reward import RewardConfig, demo_bias, fit_reward_model, ranking_accuracy
 from nanorlhf.world.comparisons import CollectConfig, collect_comparisons, labeler_agreement, load_comparisons
@@ -145,7 +145,8 @@ def main(cfg: Config) -> dict:
     rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
     with autocast(cfg.dtype, device):  # sampling above stays float32
-        fit_reward_model(rm, tok, fit_cmp, cfg.rm, seed=cfg.seed, log=log)
+        fit_reward_model(rm, tok, fit_cmp, cfg.rm, seed=cfg.seed, log=log,
+                         validate=lambda: ranking_accuracy(rm, tok, val_cmp, device, every=True))
 
         # 4. bias: labelers' demonstrations score 0 on average (paper §3.5)
         demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
@@ -163,7 +164,8 @@ def main(cfg: Config) -> dict:
             report["heldout"] = heldout_group_eval(sft, tok, judge, (train_cmp, val_cmp), cfg.rm,
                                                    folds=cfg.heldout_folds, seed=cfg.seed,
                                                    max_prompts=cfg.heldout_prompts)
-    plot_curves(log.read(), ["rm/loss", "rm/accuracy"], os.path.join(cfg.out_dir, "curves.png"), title="reward model")
+    plot_curves(log.read(), ["rm/loss", "rm/accuracy", "val/accuracy"], os.path.join(cfg.out_dir, "curves.png"),
+                title=stage_title("reward model", cfg.out_dir, count_params(rm)["total"]))
     extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")

@@ -33,11 +33,11 @@ from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
 from nanorlhf.infra.guard import NonFiniteGuard
 from nanorlhf.infra.jsonl import DEMO, read_jsonl
-from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.infra.schemas import DataError
-from nanorlhf.model import flops_per_token
+from nanorlhf.model import count_params, flops_per_token
 from nanorlhf.sft import collate, sft_loss
 
 
@@ -199,7 +199,8 @@ def main(cfg: Config) -> dict:
         vl = val_loss(model, val, cfg, tok.pad_id, device)
         val_losses.append(vl)
         log.write(step, **{"val/loss": vl, "epoch": epoch})
-        print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
+        if bar.due(step):
+            print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
         atomic_torch_save(model.state_dict(), os.path.join(cfg.out_dir, f"epoch{epoch}.pt"))
         save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                         optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": epoch})
@@ -215,7 +216,9 @@ def main(cfg: Config) -> dict:
         extra["rm_scores"] = {str(k): v for k, v in scores.items()}
     save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                     optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": chosen})
-    plot_curves(log.read(), ["train/loss", "val/loss"], os.path.join(cfg.out_dir, "loss.png"), title="SFT")
+    kind = "SFT" if cfg.demos == "sft.jsonl" else f"SFT on {cfg.demos} (the FLAN/T0 analog)"
+    plot_curves(log.read(), ["train/loss", "val/loss"], os.path.join(cfg.out_dir, "loss.png"),
+                title=stage_title(kind, cfg.out_dir, count_params(model)["total"]))
     print(f"done: val loss by epoch {[round(v, 4) for v in val_losses]}; chose epoch {chosen} -> {ckpt_path}")
     return {"val_losses": val_losses, "chosen_epoch": chosen, "ckpt": ckpt_path, "model": model,
             "flops": flops_per_token(model.cfg) * tokens}

@@ -136,17 +136,31 @@ def check_resume_config(ck: dict, config: dict, ignore: tuple[str, ...] = ()) ->
 
 
 # -----------------------------------------------------------------------------
-# models from checkpoints: every stage saves extra["model_config"] and extra["tokenizer"]
+# models from checkpoints: every stage saves extra["model_config"] and extra["tokenizer"] (the tokenizer itself)
+
+
+def checkpoint_tokenizer(saved, path: str):
+    """The tokenizer a checkpoint holds (a dict: Tokenizer.to_dict), or, in checkpoints written before it was kept
+    inside, the .tiktoken file it names: where it was, else by its name beside the checkpoint or in its run folder."""
+    from nanorlhf.tokenizer import Tokenizer
+    if isinstance(saved, dict):
+        return Tokenizer.from_dict(saved)
+    folder = os.path.dirname(os.path.abspath(path))
+    for p in (saved, os.path.join(folder, os.path.basename(saved)),
+              os.path.join(os.path.dirname(folder), os.path.basename(saved))):
+        if os.path.isfile(p) and os.path.isfile(p + ".json"):
+            return Tokenizer.load(p)
+    raise CheckpointError(f"{path} names its tokenizer by a path that no longer exists ({saved}): put "
+                          f"{os.path.basename(saved)} and its .json beside the checkpoint")
 
 
 def load_model(path, device: str = "cpu", kind: str = "gpt", dropout: float | None = None):
     """(model, tokenizer, checkpoint) from a stage checkpoint; kind is "gpt" or "scalar"."""
     from nanorlhf.model import GPT, GPTConfig, ScalarHeadModel
-    from nanorlhf.tokenizer import Tokenizer
     ck = load_checkpoint(path, map_location="cpu")  # the network is built on the CPU, then moved
     try:
         mc = dict(ck["extra"]["model_config"])
-        tok = Tokenizer.load(ck["extra"]["tokenizer"])
+        tok = checkpoint_tokenizer(ck["extra"]["tokenizer"], os.fspath(path))
     except (KeyError, TypeError, ValueError):
         raise CheckpointError(f"{path} is not a stage checkpoint (it has no model config or tokenizer)") from None
     if dropout is not None:

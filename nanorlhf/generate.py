@@ -129,14 +129,16 @@ def inverse_cdf_sample(probs, u):
 
 @torch.no_grad()
 def generate(model: GPT, prompts: list[list[int]], sampling: SamplingConfig = SamplingConfig(), *, stop_token=None,
-             pad_id=0, generator: torch.Generator | None = None, row_seeds=None) -> Rollout:
+             pad_id=0, generator: torch.Generator | None = None, row_seeds=None, on_token=None) -> Rollout:
     """Sample up to sampling.max_new_tokens per prompt, each row ending at stop_token (kept in the response).
 
     greedy takes the argmax and records its log-prob under softmax(logits / temperature).
     row_seeds (one int per prompt) fixes each row's randomness whatever its batch; else a base
     seed is drawn from `generator` (default_row_seeds).
     Without the cache (use_cache=False) the whole prefix is recomputed at every step: the naive
-    loop, kept as the reference the cache is tested against. With it, rows that have emitted the stop
+    loop, kept as the reference the cache is tested against. on_token, if given, is called after each step with
+    the (B,) tokens just written (pad for finished rows): sample.py streams an answer with it. With the cache, rows
+    that have emitted the stop
     token leave the batch and its cache (compact) once a quarter of the rows still decoding have
     finished, so the forward passes stop computing on finished rows.
     """
@@ -176,6 +178,8 @@ def generate(model: GPT, prompts: list[list[int]], sampling: SamplingConfig = Sa
         logprobs[rows, col] = torch.where(alive, logp.gather(-1, nxt[:, None]).squeeze(-1), 0.0)
         if stop_token is not None:
             done[rows] = ~alive | (nxt == stop_token)  # the stop token itself is part of the response
+        if on_token is not None:
+            on_token(tokens[:, col])
         if done.all() or t == N - 1:
             break
         # 3. next-token logits: one new position with the cache, the whole prefix without

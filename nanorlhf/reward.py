@@ -190,12 +190,14 @@ def comparison_texts(comparisons: list[dict]) -> tuple[list[str], list[str], lis
 
 
 def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed: int, log=None,
-                     progress: bool = True, chunk: int = 16) -> list[float]:
+                     progress: bool = True, chunk: int = 16, validate=None) -> list[float]:
     """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits).
 
     hp.one_pass scores all the step's completions (every prompt's K) together, in length-sorted forward
     passes of `chunk` rows; False runs one forward per prompt (the plain path; the same loss to float rounding).
     A non-finite step is skipped and counted; 3 in a row stop the fit (nanorlhf/infra/guard.py).
+    validate() (the validation accuracy), if given, is logged as val/accuracy before the first step and after
+    each fifth of them, in eval mode and without gradients (it draws no random numbers: the fit is unchanged).
     """
     from nanorlhf.infra.guard import NonFiniteGuard
     from nanorlhf.infra.metrics import Progress
@@ -206,7 +208,16 @@ def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed
     g = torch.Generator().manual_seed(seed)
     steps = hp.epochs * ((len(train) + batch_prompts - 1) // batch_prompts)
     bar, losses, accs, step, guard = Progress(steps, "rm"), [], [], 0, NonFiniteGuard(max_consecutive=3)
+    every = max(1, min(10, steps // 20))
+
+    def check(step: int) -> None:
+        if validate is not None and log is not None and (step == 0 or 5 * step // steps > 5 * (step - 1) // steps):
+            rm.eval()
+            with torch.no_grad():
+                log.write(step, **{"val/accuracy": validate()})
+            rm.train()
     rm.train()
+    check(0)
     for _ in range(hp.epochs):
         for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
@@ -227,11 +238,11 @@ def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed
             losses.append(loss.item())
             accs.append(sum(pairwise_accuracy(r.detach(), ranking_to_ranks(c["ranking"]))
                             for r, c in zip(rewards, batch)) / len(batch))
-            if log is not None and step % 10 == 0:
-                log.write(step, **{"rm/loss": sum(losses[-10:]) / len(losses[-10:]),
-                                   "rm/accuracy": sum(accs[-10:]) / len(accs[-10:])})
-            if progress and (step % max(1, steps // 10) == 0 or step == steps):
+            if log is not None and step % every == 0:  # means over the last `every` steps: a curve of 20+ points
+                log.write(step, **{"rm/loss": sum(losses[-every:]) / every, "rm/accuracy": sum(accs[-every:]) / every})
+            if progress and bar.due(step):
                 print(bar.line(step, loss=sum(losses[-20:]) / len(losses[-20:])))
+            check(step)
     rm.eval()
     return losses
 

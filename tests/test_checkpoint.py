@@ -115,3 +115,52 @@ def test_same_seed_same_run(tmp_path):
     assert runs[0]["losses"] != runs[2]["losses"]
     a, b = params(runs[0]["model"]), params(runs[1]["model"])
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+# -----------------------------------------------------------------------------
+# checkpoints that travel: the tokenizer inside, never a path
+
+
+def test_moving_the_data_folder_breaks_neither_export_nor_sample(tmp_path):
+    """A checkpoint holds its tokenizer itself (no path): with the folder it was trained from renamed, the model
+    loads with the same tokenizer, exports, and answers a prompt through sample.py."""
+    import sample
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.interop.export import ExportConfig, export
+    data = tmp_path / "data"
+    data.mkdir()
+    corpus = tiny_corpus(data)
+    pretrain.main(parse_config(pretrain.Config, flags(corpus, tmp_path / "out", max_steps=2)))
+    ck = load_checkpoint(tmp_path / "out" / "ckpt.pt")
+    assert isinstance(ck["extra"]["tokenizer"], dict) and str(tmp_path) not in repr(ck["extra"]["tokenizer"])
+    before = Tokenizer.load(data / "tokenizer.tiktoken")
+    os.rename(data, tmp_path / "moved")
+    _, tok, _ = load_model(tmp_path / "out" / "ckpt.pt")
+    assert tok.enc._mergeable_ranks == before.enc._mergeable_ranks and tok.eot_id == before.eot_id
+    assert export(ExportConfig(ckpt=str(tmp_path / "out" / "ckpt.pt"), out=str(tmp_path / "hf")))["files"]
+    rows = sample.main(parse_config(sample.Config, [f"--ckpt={tmp_path}/out/ckpt.pt", "--prompt=fox 3 lives",
+                                                    "--max_new_tokens=4"]))
+    assert rows[0][0]["prompt"] == "fox 3 lives"
+
+
+def test_an_older_checkpoint_finds_its_tokenizer_by_path_or_beside_it(tmp_path):
+    """A checkpoint written when extra["tokenizer"] was a path still loads: from that path, then (the file moved)
+    from beside the checkpoint; with the file gone, one line names the path and where to put the file."""
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.model import GPT, GPTConfig
+    tok_dir, out = tmp_path / "data", tmp_path / "out"
+    tok_dir.mkdir()
+    out.mkdir()
+    tok = Tokenizer.train("a fox and a hen " * 40, vocab_size=270)
+    tok.save(tok_dir / "tokenizer.tiktoken")
+    mc = GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16)
+    save_checkpoint(out / "ckpt.pt", model=GPT(mc).state_dict(), config={}, with_rng=False,
+                    extra={"model_config": mc.__dict__, "tokenizer": str(tok_dir / "tokenizer.tiktoken")})
+    assert load_model(out / "ckpt.pt")[1].vocab_size == tok.vocab_size
+    for name in ("tokenizer.tiktoken", "tokenizer.tiktoken.json"):
+        os.rename(tok_dir / name, out / name)
+    assert load_model(out / "ckpt.pt")[1].vocab_size == tok.vocab_size
+    for name in ("tokenizer.tiktoken", "tokenizer.tiktoken.json"):
+        os.remove(out / name)
+    with pytest.raises(CheckpointError, match="no longer exists.*beside the checkpoint"):
+        load_model(out / "ckpt.pt")

@@ -7,7 +7,7 @@ Before the run, temporary files that a killed earlier run left in its out_dir ar
 A mistake a user can make (a mistyped flag, a bad value, a missing or malformed input, a
 checkpoint of the wrong kind, a full disk) ends with one line on stderr that names the
 culprit and, where one exists, the command that makes the missing input; exit status 2
-for usage and data errors, 1 for the rest. `--debug=true` shows the traceback instead. Any
+for usage and data errors, 1 for the rest. `--debug` shows the traceback instead. Any
 other exception is a bug in nanorlhf and keeps its traceback.
 
 `--help` prints the script's one-line purpose, then its flags, each choice flag's values and
@@ -56,8 +56,10 @@ def make_hint(path: str) -> str:
     if path.endswith(".pt") and len(parts) >= 2:
         stage, preset = parts[-2], parts[-3] if len(parts) >= 3 else "small"
         preset = preset if preset in ("tiny", "small", "paper") else "small"
+        if stage.startswith(("dpo", "rlaif", "iterated")):  # the lineage's stages
+            return f"run python pipeline.py --preset={preset} --lineage=true first (it trains DPO, RLAIF, iterated PPO)"
         for prefix, script in (("base", "pretrain.py"), ("sft", "train_sft.py"), ("flan", "train_sft.py"),
-                               ("rm", "train_rm.py"), ("ppo", "train_ppo.py"), ("dpo", "train_dpo.py")):
+                               ("rm", "train_rm.py"), ("ppo", "train_ppo.py")):
             if stage.startswith(prefix):
                 return f"run {script} --preset={preset} first (or python pipeline.py --preset={preset})"
     return ""
@@ -95,12 +97,27 @@ def explain(e: BaseException) -> tuple[str, int] | None:
     return None
 
 
+def debug_flag(argv: list[str]) -> tuple[bool, list[str]]:
+    """(whether --debug is on, argv without it): `--debug`, `--debug=true` or `--debug true`."""
+    rest, debug, i = [], False, 0
+    while i < len(argv):
+        a = argv[i].lower()
+        if a == "--debug" or a.startswith("--debug="):
+            value = a.partition("=")[2]
+            if not value and i + 1 < len(argv) and argv[i + 1].lower() in ("true", "false", "1", "0"):
+                value, i = argv[i + 1].lower(), i + 1
+            debug = value in ("", "true", "1")
+        else:
+            rest.append(argv[i])
+        i += 1
+    return debug, rest
+
+
 def run(main, cls, doc: str | None = None, argv: list[str] | None = None):
     """Parse cls from argv, call main(cfg), and answer the project's own errors in one line (see module doc)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = os.path.basename(sys.argv[0]) or cls.__module__
-    debug = any(a.lower() in ("--debug=true", "--debug=1") for a in argv)
-    argv = [a for a in argv if not a.lower().startswith("--debug=")]
+    debug, argv = debug_flag(argv)
     if any(a in ("-h", "--help") for a in argv):
         purpose = (doc or "").strip().splitlines()[0] if doc else ""
         print((purpose + "\n\n" if purpose else "") + usage(cls))

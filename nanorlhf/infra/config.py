@@ -1,4 +1,4 @@
-"""Typed configs parsed from --name=value flags.
+"""Typed configs parsed from flags: --name=value, --name value, or a bare --name (a boolean set true).
 
 Every script declares one dataclass. Each field is followed by a one-line
 docstring (a bare string literal, as cleanrl does); that line is the field's
@@ -12,6 +12,7 @@ Example:
         PRESETS: ClassVar[dict] = {"tiny": {"lr": 3e-3}}
 
     cfg = parse_config(Config, ["--preset=tiny", "--lr=0.01"])  # lr = 0.01
+    cfg = parse_config(Config, ["--preset", "tiny", "--lr", "0.01"])  # the same
 
 A script's Config may contain a library's hyperparameter dataclass as a field
 (`ppo: PPOConfig = field(default_factory=PPOConfig)`): its fields are flags of
@@ -161,7 +162,7 @@ def _default(cls, name):
 
 
 def usage(cls) -> str:
-    lines = [f"flags for {cls.__name__} (--name=value):"]
+    lines = [f"flags for {cls.__name__} (--name=value or --name value; a bare --name sets a boolean true):"]
     for name, (owner, _) in flat_fields(cls).items():
         t, optional = _field_type(cls, name)
         tname = t.__name__ + (" | None" if optional else "")
@@ -176,8 +177,36 @@ def usage(cls) -> str:
     return "\n".join(lines)
 
 
+def split_flags(cls, argv: list[str]) -> list[tuple[str, str]]:
+    """(name, text) of each flag in argv: `--name=value`, `--name value`, or a bare `--name`, which sets a boolean
+    true (`--greedy`; `--greedy false` also reads). Unknown names raise ConfigError with the closest valid one."""
+    names = list(flat_fields(cls)) + ["preset"] * bool(getattr(cls, "PRESETS", None))
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            word = arg.lstrip("-").split("=")[0]
+            hint = did_you_mean(word, names, "--") if f"--{word}" != arg else ""
+            raise ConfigError(f"expected --name=value or --name value, got {arg!r}{hint} (--help lists the flags)")
+        k, eq, v = arg[2:].partition("=")
+        if k not in names:
+            hint = did_you_mean(k, names, "--") or "; valid: " + ", ".join(names)
+            raise ConfigError(f"unknown flag --{k}{hint} (--help says what each does)")
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if eq:
+            i += 1
+        elif k != "preset" and _field_type(cls, k)[0] is bool and (nxt is None or nxt.lower() not in TRUE | FALSE):
+            v, i = "true", i + 1  # a bare boolean flag
+        elif nxt is None or nxt.startswith("--"):
+            raise ConfigError(f"--{k} needs a value: --{k}=VALUE or --{k} VALUE")
+        else:
+            v, i = nxt, i + 2
+        out.append((k, v))
+    return out
+
+
 def parse_config(cls, argv: list[str] | None = None):
-    """Build cls from defaults, then --preset=NAME, then the other --name=value flags.
+    """Build cls from defaults, then --preset=NAME, then the other flags (split_flags: either style).
 
     Unknown names and ill-typed values raise ConfigError with the valid names listed.
     `--help` prints the flags and exits.
@@ -186,18 +215,8 @@ def parse_config(cls, argv: list[str] | None = None):
     if any(a in ("-h", "--help") for a in argv):
         print(usage(cls))
         raise SystemExit(0)
-    fields = flat_fields(cls)
-    names = list(fields)
-    flags: dict[str, str] = {}
-    for arg in argv:
-        if not arg.startswith("--") or "=" not in arg:
-            hint = did_you_mean(arg.lstrip("-").split("=")[0], names, "--")
-            raise ConfigError(f"expected --name=value, got {arg!r}{hint} (--help lists the flags)")
-        k, v = arg[2:].split("=", 1)
-        if k != "preset" and k not in names:
-            hint = did_you_mean(k, names, "--") or "; valid: " + ", ".join(names)
-            raise ConfigError(f"unknown flag --{k}{hint} (--help says what each does)")
-        flags[k] = v
+    names = list(flat_fields(cls))
+    flags = dict(split_flags(cls, argv))
     values: dict = {}
     presets = getattr(cls, "PRESETS", {})
     if "preset" in flags:
@@ -251,9 +270,11 @@ def config_diff(a: dict, b: dict, ignore: tuple[str, ...] = ()) -> list[str]:
 
 
 def print_config(cfg) -> None:
-    print(f"{type(cfg).__name__}:")
-    for k, v in config_dict(cfg).items():
-        print(f"  {k} = {v!r}")
+    """One line: the flags set away from their defaults (the full config is saved in every checkpoint, and a
+    pipeline stage's in its folder's config.json)."""
+    defaults = default_dict(type(cfg))
+    changed = [f"--{k}={v}" for k, v in config_dict(cfg).items() if v != defaults.get(k)]
+    print(f"{type(cfg).__name__}: " + (" ".join(changed) or "the defaults"), flush=True)
 
 
 def per_size(spec: str, names: list[str], flag: str, cast=float, positive: bool = True) -> dict:

@@ -97,7 +97,7 @@ def sample_chunks(policy, tok, chunks: list[list[tuple[int, list[int]]]], rank: 
     """The completions of chunks rank, rank + procs, ... (each a list of (prompt index, prompt ids))."""
     bar, out = Progress(total, "sample"), []
     for b in range(rank, len(chunks), procs):
-        if rank == 0 and b and (b // procs) % max(1, 20 // procs) == 0:
+        if rank == 0 and b and bar.due(b * len(chunks[0])):
             print(bar.line(b * len(chunks[0])))
         ro = generate(policy, [p for _, p in chunks[b]], sampling, stop_token=tok.eot_id, pad_id=tok.pad_id,
                       generator=batch_generator(seed, b))
