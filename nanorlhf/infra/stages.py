@@ -15,7 +15,7 @@ import time
 import torch
 
 from nanorlhf.infra.config import config_dict, config_hash, default_dict
-from nanorlhf.infra.fileio import file_sha256, write_text
+from nanorlhf.infra.fileio import file_sha256, hold, write_text
 
 
 class Stages:
@@ -44,7 +44,8 @@ class Stages:
                 return old.get("result", {})
         print(f"\n== {name}")
         t = time.time()
-        res = main(cfg)
+        with hold(folder):  # no other live process writes the stage's folder meanwhile (nanorlhf/infra/fileio.py)
+            res = main(cfg)
         keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str, dict, list))}
         self.log[name] = {"key": key, "seconds": time.time() - t, "threads": torch.get_num_threads(), "config": flat,
                           "ckpt_sha256": file_sha256(ckpt) if os.path.exists(ckpt) else None,
