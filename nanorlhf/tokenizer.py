@@ -38,6 +38,7 @@ import tiktoken
 import tiktoken.load
 
 from nanorlhf.infra.fileio import atomic_write, write_text
+from nanorlhf.infra.schemas import DataError
 
 # GPT-2's pre-tokeniser, in the Rust (fancy-regex) syntax tiktoken compiles.
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -268,12 +269,15 @@ class Tokenizer:
         # keyed by path, and would hand back stale ranks after a re-save.
         path = Path(path)
         ranks = {}
-        for line in path.read_bytes().splitlines():
-            if line:
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-        meta = json.loads(Path(str(path) + ".json").read_text(encoding="utf-8"))
-        return cls._build(meta["name"], meta["pat_str"], ranks, meta["special_tokens"])
+        try:
+            for line in path.read_bytes().splitlines():
+                if line:
+                    token, rank = line.split()
+                    ranks[base64.b64decode(token, validate=True)] = int(rank)
+            meta = json.loads(Path(str(path) + ".json").read_text(encoding="utf-8"))
+            return cls._build(meta["name"], meta["pat_str"], ranks, meta["special_tokens"])
+        except (ValueError, KeyError, TypeError) as e:  # a damaged or foreign file: say which, in one line
+            raise DataError(f"{path} is not a tokenizer file of this project ({type(e).__name__}: {e})") from None
 
     # -- encode / decode
 
