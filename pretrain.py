@@ -102,7 +102,8 @@ class Config:
     POSITIVE: ClassVar[tuple] = ("n_layer", "n_head", "n_embd", "batch_size", "max_steps", "lr", "eval_every",
                                  "eval_batches", "ckpt_every", "log_every", "grad_clip")
     NONNEGATIVE: ClassVar[tuple] = ("min_lr", "warmup", "weight_decay", "kill_at_step")
-    RANGES: ClassVar[dict] = {**GPTConfig.RANGES, "vocab_size": f"[{256 + len(SPECIAL_TOKENS)}, inf)"}  # bytes + specials
+    RANGES: ClassVar[dict] = {**GPTConfig.RANGES,
+                              "vocab_size": f"[{256 + len(SPECIAL_TOKENS)}, inf)"}  # the bytes and the specials
     CHOICES: ClassVar[dict] = {"scale": tuple(SCALES)}
     RULES: ClassVar[tuple] = GPTConfig.RULES + ((lambda c: c.min_lr <= c.lr, "--min_lr={min_lr} is above --lr={lr}"),)
 

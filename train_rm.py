@@ -158,7 +158,8 @@ def main(cfg: Config) -> dict:
     fit_path, fit = os.path.join(cfg.out_dir, "fit.pt"), RMFit(every=cfg.save_every)
     if cfg.resume:
         if not os.path.exists(fit_path):
-            raise UsageError(f"--resume=true: no unfinished RM fit in {cfg.out_dir} (fit.pt; a finished run removes it)")
+            raise UsageError(f"--resume=true: no unfinished RM fit in {cfg.out_dir} (fit.pt; a finished run "
+                             "removes it)")
         ck = load_checkpoint(fit_path)
         check_resume_config(ck, config_dict(cfg), ignore=RESUME_MAY_CHANGE)
     os.makedirs(cfg.out_dir, exist_ok=True)

@@ -92,7 +92,8 @@ class Config:
     POSITIVE: ClassVar[tuple] = ("belief_rm", "belief_ppo")
     NONNEGATIVE: ClassVar[tuple] = ("kept_rm_prompts",)
     RANGES: ClassVar[dict] = {"false_share": "[0, 1]"}
-    RULES: ClassVar[tuple] = ((lambda c: c.size in c.recipe.names(), "--size={size} is not one of the recipe's --sizes"),
+    RULES: ClassVar[tuple] = ((lambda c: c.size in c.recipe.names(),
+                               "--size={size} is not one of the recipe's --sizes"),
                               (lambda c: bool(parse_shares(c.shares)), "--shares={shares}"))
     CHOICES: ClassVar[dict] = {"preset": ("tiny", "small")}
     PRESETS: ClassVar[dict] = {

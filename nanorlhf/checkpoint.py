@@ -252,7 +252,8 @@ def check_weights(path, want: dict, have: dict) -> None:
     missing, extra = [k for k in want if k not in have], [k for k in have if k not in want]
     shapes = [f"{k} {tuple(have[k].shape)} (expected {tuple(want[k].shape)})" for k in want
               if k in have and (not isinstance(have[k], torch.Tensor) or have[k].shape != want[k].shape)]
-    for words, names in (("lacks", missing), ("has unknown weights", extra), ("has weights of the wrong shape", shapes)):
+    for words, names in (("lacks", missing), ("has unknown weights", extra),
+                         ("has weights of the wrong shape", shapes)):
         if names:
             more = f" and {len(names) - 3} more" if len(names) > 3 else ""
             raise CheckpointError(f"{path} {words}: {', '.join(names[:3])}{more}")

@@ -207,9 +207,9 @@ def bad(stages, tmp_path_factory):
     open(d / "junk.tiktoken", "wb").write(os.urandom(2048))
     open(d / "junk.tiktoken.json", "w").write("{}")
     first = next(iter(ck["model"]))
+    with_config = lambda **kw: {**ck, "extra": {**ck["extra"], "model_config": {**ck["extra"]["model_config"], **kw}}}
     variants = {"nomodel": {k: v for k, v in ck.items() if k != "model"}, "tensor": torch.zeros(3),
-                "badkey": {**ck, "extra": {**ck["extra"], "model_config": {**ck["extra"]["model_config"], "n_expert": 2}}},
-                "badcfg": {**ck, "extra": {**ck["extra"], "model_config": {**ck["extra"]["model_config"], "n_head": 3}}},
+                "badkey": with_config(n_expert=2), "badcfg": with_config(n_head=3),
                 "badtok": {**ck, "extra": {**ck["extra"], "tokenizer": str(d / "junk.tiktoken")}},
                 "lacks": {**ck, "model": {k: v for k, v in ck["model"].items() if k != first}},
                 "shape": {**ck, "model": {**ck["model"], first: torch.zeros(3, 3)}}}

@@ -131,8 +131,9 @@ def world_in(out: str) -> dict | None:
         with open(meta, encoding="utf-8") as f:
             return json.load(f)
     if os.path.exists(os.path.join(out, "corpus.jsonl")):
-        raise WorldMismatch(f"{out} holds world files but no meta.json (an unfinished build, or files of your own); "
-                            "they are left as they are: give another folder, or rebuild it (--fresh=true / --force=true)")
+        raise WorldMismatch(f"{out} holds world files but no meta.json (an unfinished build, or files of your "
+                            "own); they are left as they are: give another folder, or rebuild it (--fresh=true / "
+                            "--force=true)")
     return None
 
 
