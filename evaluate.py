@@ -91,8 +91,9 @@ class Config:
     CHOICES: ClassVar[dict] = {"split": ("test", "val"),
                                "suite": ("preference", "knowledge", "ladder", "reward_features", "all", *SUITES)}
     RULES: ClassVar[tuple] = (
-        (lambda c: c.suite != "preference" or c.reference in parse_policies(c.policies),
-         "--reference={reference} is not one of the policies' names (--policies={policies})"),
+        (lambda c: c.suite != "preference" or c.reference in set(parse_policies(c.policies)) - {"gpt"},
+         "--reference={reference} is not one of the policies' names but gpt, which the preference suite leaves to "
+         "the ladder (--policies={policies})"),
         (lambda c: c.suite != "ladder" or all(c.sizes.split(",")), "--sizes={sizes}: give size names, e.g. 1m,100k"),
     )
 

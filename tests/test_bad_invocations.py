@@ -135,6 +135,7 @@ FLAGS = [
     ("eval", ["--policies=sft"], "--policies=sft: give name=checkpoint pairs"),
     ("eval", ["--policies=sft=a.pt,=b.pt"], "give name=checkpoint pairs"),
     ("eval", ["--reference=sftt"], "--reference=sftt is not one of the policies"),
+    ("eval", ["--reference=gpt"], "--reference=gpt is not one of the policies' names but gpt"),
     ("eval", ["--n_prompts=0"], "--n_prompts=0"),
     ("eval", ["--samples=-1"], "--samples=-1"),
     ("eval", ["--suite=ladder", "--sizes=,"], "--sizes=,"),
