@@ -17,12 +17,16 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
 import secrets
 from typing import BinaryIO, Callable
+
+try:
+    import fcntl
+except ImportError:  # Windows: folders are not locked there
+    fcntl = None
 
 
 def atomic_write(path, write: Callable[[BinaryIO], None], before_replace: Callable[[str], None] | None = None) -> None:
@@ -62,7 +66,9 @@ ORPHAN = re.compile(r"^\..+?(?:\.(\d+))?\.[0-9a-f]{8}\.tmp$")  # atomic_write's 
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this id is running (this process's own id included)."""
+    """Whether a process with this id is running (this process's own id included; on Windows, always assumed)."""
+    if os.name == "nt":  # os.kill there would stop the process, not probe it
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -117,9 +123,10 @@ def hold(folder):
         yield
     finally:
         f = _held.pop(real)
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(folder, LOCK))  # while still locked: a waiting process then retries (_lock)
-        f.close()
+        if f is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, LOCK))  # while still locked: a process that opened it retries (_lock)
+            f.close()
         for d in made:
             with contextlib.suppress(OSError):
                 os.rmdir(d)  # only if empty: a run that wrote nothing leaves nothing
@@ -128,6 +135,8 @@ def hold(folder):
 def _lock(folder: str):
     """The open, flocked lock file of folder, holding this pid; FolderBusy naming the live owner's."""
     path = os.path.join(folder, LOCK)
+    if fcntl is None:  # no flock on this platform: the folder is not locked
+        return None
     while True:
         f = open(path, "a+")
         try:
