@@ -25,7 +25,7 @@ from typing import ClassVar
 import torch
 
 from nanorlhf.chat import chat_example, fits
-from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, load_checkpoint, load_model,
+from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, load_checkpoint, load_model, load_weights,
                                  save_checkpoint, seed_everything, set_rng_state)
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, print_config
@@ -132,8 +132,7 @@ def rm_scores_by_epoch(model, tok, cfg: Config, rm_and_ck: tuple, device: str) -
     rows = fitting(rows, tok, model.cfg.block_size, 48)[:cfg.select_prompts]
     scores = {}
     for e in range(1, cfg.epochs + 1):
-        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{e}.pt"), map_location=device,
-                                         weights_only=True))
+        model.load_state_dict(load_weights(os.path.join(cfg.out_dir, f"epoch{e}.pt"), map_location=device))
         model.eval()
         texts = sample_responses(model, tok, rows, 48, seed=cfg.seed)
         scores[e] = sum(score_texts(rm, tok, [r["prompt"] for r in rows], texts, device, rm_ck["extra"]["bias"])
@@ -217,8 +216,7 @@ def main(cfg: Config) -> dict:
         scores = rm_scores_by_epoch(model, tok, cfg, (rm, rm_ck), device)
         chosen = max(scores, key=scores.get)
         print("RM score by epoch: " + ", ".join(f"{e}: {s:+.3f}" for e, s in scores.items()))
-        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{chosen}.pt"), map_location=device,
-                                         weights_only=True))
+        model.load_state_dict(load_weights(os.path.join(cfg.out_dir, f"epoch{chosen}.pt"), map_location=device))
         extra["rm_scores"] = {str(k): v for k, v in scores.items()}
     save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                     optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": chosen})

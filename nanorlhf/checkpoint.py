@@ -203,6 +203,12 @@ def load_checkpoint(path, map_location="cpu") -> dict:
     return ck
 
 
+def load_weights(path, map_location="cpu") -> dict:
+    """A bare state dict (train_sft.py's epoch{E}.pt), refused like a checkpoint when damaged."""
+    check_intact(os.fspath(path))
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def check_resume_config(ck: dict, config: dict, ignore: tuple[str, ...] = ()) -> None:
     """Resuming with a changed config fails loudly, naming the fields that differ; a path written another way
     (`data/tiny/` for `data/tiny`) is no change."""
