@@ -29,11 +29,11 @@ from nanorlhf.evals.findings import findings_markdown, run_findings
 from nanorlhf.evals.ladder import ladder_policies
 from nanorlhf.evals.lineage import PLANS, pipeline_frontier
 from nanorlhf.evals.report import stage_flops, write_report
-from nanorlhf.evals.suites import ladder_and_suites
+from nanorlhf.evals.suites import SUITES, ladder_and_suites, names_of
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, parse_config, print_config
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.fileio import hold, write_text
 from nanorlhf.infra.lanes import run_lanes, usable_cpus
 from nanorlhf.infra.precision import cpu_name, device_name, fast_bfloat16
 from nanorlhf.infra.stages import Plan, Stages
@@ -79,6 +79,8 @@ class Config:
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("n_eval", "lanes")
+    RULES: ClassVar[tuple] = ((lambda c: set(names_of(c.suites)) <= set(SUITES),
+                               "--suites={suites}: give all, none, or names among " + ", ".join(SUITES)),)
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(preset="tiny", n_eval=24, suites="none", **Recipe.PRESETS["tiny"]),
@@ -157,22 +159,28 @@ def run_plan(first: list[str], lanes: list[list[str]], later: list[str], big: st
 
 
 def main(cfg: Config) -> dict:
+    with hold(os.path.join(cfg.out_root, cfg.run or cfg.preset)):  # one live pipeline per run folder
+        return run_pipeline(cfg)
+
+
+def run_pipeline(cfg: Config) -> dict:
     print_config(cfg)
     t0 = time.time()
     device = resolve_device(cfg.device)
     # each stage's key names the dtype it ran in (auto: bfloat16 where native)
     cfg = replace(cfg, recipe=cfg.recipe.resolved(device))
-    print(f"dtype {cfg.recipe.dtype} on {device_name(device)} (native bfloat16: {fast_bfloat16(device)})")
-    probe = [speed_probe(device, cfg.recipe.dtype)]  # and again at the end: how fast this machine ran today
-    print(f"speed probe: a 1m-shape training step at {probe[0]:,.0f} tokens/s")
     run, scale = cfg.run or cfg.preset, cfg.preset
     out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
     names, recipe = cfg.recipe.names(), cfg.recipe
     big, st, n_lanes = names[0], Stages(out, cfg.fresh), cfg.lanes if device == "cpu" else 1
 
     # 0. the world, its public-task compilation (FLAN/T0 analog), and RM prompts up to the label budget
-    if ensure_world(data, scale, recipe.rm_prompts, cfg.fresh):  # False: already there, as this run needs it
-        st.log["world"] = {"seconds": time.time() - t0}
+    with hold(data):  # another seed's or settings' world is refused, never rebuilt unasked (nanorlhf/world)
+        if ensure_world(data, scale, recipe.rm_prompts, cfg.fresh):  # False: already there, as this run needs it
+            st.log["world"] = {"seconds": time.time() - t0}
+    print(f"dtype {cfg.recipe.dtype} on {device_name(device)} (native bfloat16: {fast_bfloat16(device)})")
+    probe = [speed_probe(device, cfg.recipe.dtype)]  # and again at the end: how fast this machine ran today
+    print(f"speed probe: a 1m-shape training step at {probe[0]:,.0f} tokens/s")
     jobs = stage_jobs(cfg, out, data)
 
     # 1-4: the largest base and SFT models, then the RM, on every core; the rest in two lanes side by side

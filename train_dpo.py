@@ -82,8 +82,8 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("beta", "lr", "epochs", "batch_prompts", "val_prompts", "log_every")
-    NONNEGATIVE: ClassVar[tuple] = ("max_steps", "grad_clip")
+    POSITIVE: ClassVar[tuple] = ("beta", "lr", "epochs", "batch_prompts", "val_prompts", "log_every", "grad_clip")
+    NONNEGATIVE: ClassVar[tuple] = ("max_steps",)
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", comparisons="out/tiny/rm/comparisons.jsonl",
@@ -99,13 +99,14 @@ def main(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
 
-    # 1. policy and frozen reference, both pi_SFT (the inputs read before the out_dir is made)
+    # 1. policy and frozen reference, both pi_SFT; the comparisons to fit and to validate on (read before any work)
     policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     ref.requires_grad_(False).eval()
     cmp = usable(read_pairs(cfg.pairs) if cfg.pairs else load_comparisons(cfg.comparisons))
     if not cmp:
         raise DataError(f"{cfg.pairs or cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn")
+    val = usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts] if cfg.val_comparisons else []
     os.makedirs(cfg.out_dir, exist_ok=True)
     steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
     steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
@@ -135,11 +136,10 @@ def main(cfg: Config) -> dict:
                 log.write(step, **m)
                 if bar.due(step):
                     print(bar.line(step, loss=loss.item(), margin=s["margin"], acc=s["accuracy"]))
+        guard.end_epoch(f"pass over the comparisons ending at step {step}")  # all-zero gradients: stop, save nothing
 
     # 5. validate: does the implicit reward order held-out comparisons like the labelers did?
     report = {"n_comparisons": len(cmp), "steps": step, "beta": cfg.beta}
-    has_val = cfg.val_comparisons and os.path.exists(cfg.val_comparisons) and cfg.val_prompts > 0
-    val = usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts] if has_val else []
     if val:
         policy.eval()
         with torch.no_grad():

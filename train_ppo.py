@@ -26,9 +26,10 @@ from typing import ClassVar
 import torch
 
 from nanorlhf import ppo
-from nanorlhf.checkpoint import (check_resume_config, load_checkpoint, load_model, save_checkpoint, seed_everything,
-                                 set_rng_state)
+from nanorlhf.checkpoint import (check_resume_config, load_checkpoint, load_model, restore_copy,
+                                 save_checkpoint, seed_everything, set_rng_state)
 from nanorlhf.experience import make_experience, minibatch_loss, value_from_rm
+from nanorlhf.generate import check_room
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
@@ -86,7 +87,8 @@ class Config:
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("iterations", "ptx_batch_size", "save_every", "log_every")
     CHOICES: ClassVar[dict] = {"rollout_cache": ("float32", "bfloat16")}
-    NONNEGATIVE: ClassVar[tuple] = ("log_samples", "dropout", "kill_at")
+    NONNEGATIVE: ClassVar[tuple] = ("log_samples", "kill_at")
+    RANGES: ClassVar[dict] = {"dropout": "[0, 1)"}
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",
@@ -152,6 +154,7 @@ class State:
     def resume(self, cfg: Config, m: Models, path: str) -> None:
         ck = load_checkpoint(path, map_location="cpu")  # RNG states stay CPU tensors; load_state_dict moves
         check_resume_config(ck, config_dict(cfg), ignore=RESUME_MAY_CHANGE)
+        restore_copy(path, os.path.join(os.path.dirname(path), f"iter{ck['step']}.pt"))  # a kill may have cut it
         m.policy.load_state_dict(ck["model"])
         m.value.load_state_dict(ck["extra"]["value"])
         self.opt.load_state_dict(ck["optim"])
@@ -204,6 +207,7 @@ def ppo_epochs(cfg: Config, m: Models, s: State, exp: dict, guard: NonFiniteGuar
             if guard.check(loss=loss, grad_norm=gnorm):
                 s.opt.step()
             stats.append(st)
+    guard.end_epoch(f"iteration {s.it + 1}")  # an iteration of zero gradients learns nothing: stop, save nothing
     return stats
 
 
@@ -224,9 +228,10 @@ def main(cfg: Config) -> dict:
     hp, device = cfg.ppo, resolve_device(cfg.device)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
-    os.makedirs(cfg.out_dir, exist_ok=True)
     m = load_models(cfg, device)
+    check_room(hp.max_new_tokens, m.policy.cfg.block_size)
     s, guard, ckpt = new_state(cfg, m), NonFiniteGuard(max_consecutive=3), os.path.join(cfg.out_dir, "ckpt.pt")
+    os.makedirs(cfg.out_dir, exist_ok=True)
     if cfg.resume:
         s.resume(cfg, m, ckpt)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume, keep_until=s.it)

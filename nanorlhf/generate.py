@@ -54,15 +54,24 @@ class SamplingConfig:
     compact: bool = True
     """finished rows leave the batch and its cache (a row's sample does not depend on the others: tested)"""
 
-    POSITIVE: ClassVar[tuple] = ("max_new_tokens", "temperature", "top_p")
+    POSITIVE: ClassVar[tuple] = ("max_new_tokens", "temperature")
     NONNEGATIVE: ClassVar[tuple] = ("top_k",)
+    RANGES: ClassVar[dict] = {"top_p": "(0, 1]"}
     CHOICES: ClassVar[dict] = {"cache_dtype": ("float32", "bfloat16")}
 
     def __post_init__(self):
         check_values(self)
-        if self.top_p > 1:
-            from nanorlhf.infra.config import ConfigError
-            raise ConfigError(f"--top_p={self.top_p}: must be in (0, 1]")
+
+
+MIN_PROMPT = 8  # tokens a chat prompt needs at least: the turn markers and a few words
+
+
+def check_room(max_new_tokens: int, block_size: int) -> None:
+    """Refuse a response length that leaves no room for a prompt in the model's context (before any sampling)."""
+    if max_new_tokens > block_size - MIN_PROMPT:
+        from nanorlhf.infra.config import ConfigError
+        raise ConfigError(f"--max_new_tokens={max_new_tokens} leaves no room for a prompt in the model's context of "
+                          f"{block_size} tokens (at most {block_size - MIN_PROMPT})")
 
 
 @dataclass

@@ -39,6 +39,7 @@ import tiktoken
 import tiktoken.load
 
 from nanorlhf.infra.fileio import atomic_write, write_text
+from nanorlhf.infra.schemas import DataError
 
 # GPT-2's pre-tokeniser, in the Rust (fancy-regex) syntax tiktoken compiles.
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -269,7 +270,7 @@ class Tokenizer:
         for line in d["ranks"].splitlines():
             if line:
                 token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
         return cls._build(d["name"], d["pat_str"], ranks, d["special_tokens"])
 
     def save(self, path) -> None:
@@ -281,8 +282,12 @@ class Tokenizer:
     def load(cls, path) -> "Tokenizer":
         # Parsed here, not with load_tiktoken_bpe: that caches local files too,
         # keyed by path, and would hand back stale ranks after a re-save.
-        meta = json.loads(Path(str(path) + ".json").read_text(encoding="utf-8"))
-        return cls.from_dict({**meta, "ranks": Path(path).read_text(encoding="ascii")})
+        path = Path(path)
+        try:
+            meta = json.loads(Path(str(path) + ".json").read_text(encoding="utf-8"))
+            return cls.from_dict({**meta, "ranks": path.read_text(encoding="ascii")})
+        except (ValueError, KeyError, TypeError) as e:  # a damaged or foreign file: say which, in one line
+            raise DataError(f"{path} is not a tokenizer file of this project ({type(e).__name__}: {e})") from None
 
     # -- encode / decode
 

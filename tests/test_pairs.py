@@ -140,8 +140,8 @@ def test_train_rm_and_dpo_train_on_trl_pairs(stages, tmp_path):
 
 
 def test_comparisons_and_pairs_together_are_refused(stages, tmp_path):
-    from nanorlhf.infra.cli import UsageError
-    with pytest.raises(UsageError, match="not both"):
+    from nanorlhf.infra.config import ConfigError
+    with pytest.raises(ConfigError, match="not both"):  # while the flags are read
         train_rm.main(parse_config(train_rm.Config, ["--preset=tiny", f"--sft={stages['out']}/sft/ckpt.pt",
                                                      f"--data_dir={stages['data']}", "--pairs=a.jsonl",
                                                      "--comparisons=b.jsonl", f"--out_dir={tmp_path}/rm"]))

@@ -60,8 +60,10 @@ def choices(cls) -> dict[str, tuple]:
 
 
 def check_values(cfg) -> None:
-    """Refuse values no run can use, before any work starts: a Config (or a nested one) lists in POSITIVE the
-    fields that must be > 0 (and finite), in NONNEGATIVE those that must be >= 0; CHOICES fields must be valid."""
+    """Refuse values no run can use, before any work starts. A Config (or a nested one) declares beside its fields:
+    POSITIVE, the fields that must be > 0 (and finite); NONNEGATIVE, >= 0; RANGES, a field's interval as written in
+    maths ("[0, 1)"); CHOICES, its valid values; RULES, (check, message) pairs across fields, where check(cfg) is
+    False for a bad config and the message names the flags ("--n_head={n_head} must divide --n_embd={n_embd}")."""
     for f in dataclasses.fields(cfg):
         if dataclasses.is_dataclass(getattr(cfg, f.name)):
             check_values(getattr(cfg, f.name))
@@ -72,9 +74,29 @@ def check_values(cfg) -> None:
             v = getattr(cfg, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and ok(v)):
                 raise ConfigError(f"--{name}={v}: must be a finite number {words}")
+    for name, interval in getattr(cfg, "RANGES", {}).items():
+        if not in_interval(getattr(cfg, name), interval):
+            raise ConfigError(f"--{name}={getattr(cfg, name)}: must be in {interval}")
     for name, valid in own_choices(cfg).items():
         if getattr(cfg, name) not in valid:
             raise ConfigError(f"--{name}={getattr(cfg, name)}: valid values are {', '.join(map(str, valid))}")
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    for check, message in getattr(cfg, "RULES", ()):
+        if not check(cfg):
+            raise ConfigError(message.format(**values))
+
+
+def in_interval(v, interval: str) -> bool:
+    """Whether the number v lies in an interval written as in maths: "[0, 1)", "(0, inf)", "[2, 9]".
+
+    Example:
+        >>> in_interval(1.0, "[0, 1)"), in_interval(9, "[2, 9]")
+        (False, True)
+    """
+    lo, hi = (float(x) for x in interval[1:-1].split(","))
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v):
+        return False
+    return (v >= lo if interval[0] == "[" else v > lo) and (v <= hi if interval[-1] == "]" else v < hi)
 
 
 def did_you_mean(word: str, options, prefix: str = "") -> str:

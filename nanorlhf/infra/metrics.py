@@ -41,10 +41,12 @@ class MetricsLog:
             f.write(json.dumps(row) + "\n")
 
     def read(self) -> list[dict]:
+        """Every row logged; a torn last line (a kill mid-write) is dropped with a warning, a broken line before it
+        is a DataError naming the line."""
         if not os.path.exists(self.path):
             return []
-        with open(self.path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        from nanorlhf.infra.jsonl import Field, read_jsonl
+        return read_jsonl(self.path, (Field("step", int),), unique_key=None, allow_torn_tail=True)
 
 
 def fmt_seconds(s: float) -> str:

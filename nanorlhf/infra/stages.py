@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from nanorlhf.infra.config import config_dict, config_hash, default_dict
-from nanorlhf.infra.fileio import file_sha256, write_text
+from nanorlhf.infra.fileio import file_sha256, hold, write_text
 from nanorlhf.infra.metrics import fmt_seconds
 
 
@@ -102,7 +102,8 @@ class Stages:
         self.announce(name, f" (config: {os.path.join(folder, 'config.json')})")
         write_text(os.path.join(folder, "config.json"), json.dumps(flat, indent=1))
         t = time.time()
-        res = main(cfg)
+        with hold(folder):  # no other live process writes the stage's folder meanwhile (nanorlhf/infra/fileio.py)
+            res = main(cfg)
         keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str, dict, list))}
         self.log[name] = {"key": key, "seconds": time.time() - t, "threads": torch.get_num_threads(), "config": flat,
                           "ckpt_sha256": file_sha256(ckpt) if os.path.exists(ckpt) else None,

@@ -28,7 +28,8 @@ import torch
 
 from nanorlhf.chat import chat_prompt
 from nanorlhf.generate import SamplingConfig, generate, response_texts
-from nanorlhf.infra.jsonl import COMPARISON, PROMPT, read_jsonl, write_jsonl
+from nanorlhf.infra.config import check_values
+from nanorlhf.infra.jsonl import COMPARISON, PROMPT, DataError, read_jsonl, write_jsonl
 from nanorlhf.infra.lanes import side_by_side, usable_cpus
 from nanorlhf.infra.metrics import Progress
 from nanorlhf.rankings import pair_counts
@@ -54,8 +55,13 @@ class CollectConfig:
     """sequences generated at once"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("val_prompts", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch")
+    POSITIVE: ClassVar[tuple] = ("val_prompts", "max_new_tokens", "temperature", "gen_batch")
     NONNEGATIVE: ClassVar[tuple] = ("max_prompts",)
+    RANGES: ClassVar[dict] = {"k_min": "[2, 9]", "k_max": "[2, 9]"}  # a comparison ranks 2..9 (schemas.COMPARISON)
+    RULES: ClassVar[tuple] = ((lambda c: c.k_min <= c.k_max, "--k_min={k_min} is above --k_max={k_max}"),)
+
+    def __post_init__(self):
+        check_values(self)
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -106,7 +112,11 @@ def sample_chunks(policy, tok, chunks: list[list[tuple[int, list[int]]]], rank: 
 
 
 def fitting_prompts(path, tok, block_size: int, max_new_tokens: int, limit: int = 0) -> list[dict]:
+    """The prompts of a file that leave room for max_new_tokens in the context (the first `limit`); at least one."""
     rows = [r for r in read_jsonl(path, PROMPT) if len(chat_prompt(tok, r["prompt"])) + max_new_tokens <= block_size]
+    if not rows:
+        raise DataError(f"{path}: no prompt fits in the model's context of {block_size} tokens with "
+                        f"--max_new_tokens={max_new_tokens}")
     return rows[:limit] if limit else rows
 
 
