@@ -42,8 +42,9 @@ from nanorlhf.checkpoint import load_model
 from nanorlhf.evals.knowledge import attempt_rates, fact_accuracy
 from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate_over_samples
 from nanorlhf.evals.suites import SUITES
+from nanorlhf.generate import check_room
 from nanorlhf.infra.cli import UsageError, run
-from nanorlhf.infra.config import print_config
+from nanorlhf.infra.config import ConfigError, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import write_text
 from nanorlhf.infra.jsonl import PROMPT, read_jsonl
@@ -89,6 +90,12 @@ class Config:
     POSITIVE: ClassVar[tuple] = ("n_prompts", "max_new_tokens", "samples")
     CHOICES: ClassVar[dict] = {"split": ("test", "val"),
                                "suite": ("preference", "knowledge", "ladder", "reward_features", "all", *SUITES)}
+    RULES: ClassVar[tuple] = (
+        (lambda c: c.suite != "preference" or c.reference in set(parse_policies(c.policies)) - {"gpt"},
+         "--reference={reference} is not one of the policies' names but gpt, which the preference suite leaves to "
+         "the ladder (--policies={policies})"),
+        (lambda c: c.suite != "ladder" or all(c.sizes.split(",")), "--sizes={sizes}: give size names, e.g. 1m,100k"),
+    )
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(policies="gpt=out/tiny/base_a/ckpt.pt,sft=out/tiny/sft_a/ckpt.pt,ppo=out/tiny/ppo_a/ckpt.pt,"
@@ -99,10 +106,22 @@ class Config:
 
 
 def parse_policies(spec: str) -> dict[str, str]:
+    """'sft=a.pt,ppo=b.pt' -> {name: checkpoint}; ConfigError for none, a malformed pair or a name given twice."""
     pairs = [p.split("=", 1) for p in spec.split(",") if p]
-    if any(len(p) != 2 for p in pairs):
-        raise SystemExit(f"--policies wants name=path pairs separated by commas, got {spec!r}")
+    if not pairs or any(len(p) != 2 or not all(p) for p in pairs):
+        raise ConfigError(f"--policies={spec}: give name=checkpoint pairs separated by commas")
+    names = [n for n, _ in pairs]
+    if len(set(names)) < len(names):
+        raise ConfigError(f"--policies={spec}: the name {next(n for n in names if names.count(n) > 1)} is given twice")
     return dict(pairs)
+
+
+def check_inputs(cfg: Config, policies: dict) -> None:
+    """Every checkpoint the suite reads is one of the right kind, with room for the responses, before any sampling."""
+    for path in policies.values() if cfg.suite != "ladder" else ():
+        check_room(cfg.max_new_tokens, load_model(path)[0].cfg.block_size)
+    if cfg.rm:
+        load_model(cfg.rm, kind="scalar")
 
 
 def knowledge(cfg: Config, judge: Judge, policies: dict, device: str) -> dict:
@@ -218,8 +237,9 @@ def safety_suites(cfg: Config, judge: Judge, policies: dict, device: str) -> dic
 def main(cfg: Config) -> dict:
     print_config(cfg)
     device = resolve_device(cfg.device)
-    judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     policies = parse_policies(cfg.policies)
+    check_inputs(cfg, policies)
+    judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     suites = {"knowledge": knowledge, "preference": preference, "ladder": ladder, "reward_features": rm_features,
               "all": safety_suites,
               **{name: safety_suites for name in SUITES}}

@@ -29,7 +29,7 @@ from typing import ClassVar
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import ConfigError
 from nanorlhf.infra.jsonl import DEMO, PROMPT, Field, read_jsonl
-from nanorlhf.labelapp.agreement import export, report_text
+from nanorlhf.labelapp.agreement import EXPORTS, export, report_text
 from nanorlhf.labelapp.checks import MODES
 from nanorlhf.labelapp.events import LabelLog
 from nanorlhf.labelapp.items import build_queue, n_gold
@@ -71,6 +71,8 @@ class Config:
     """print agreement for these logs (comma-separated, or list more after it) instead of serving"""
     export: str = ""
     """write comparisons / pairs / HH / ties exports of the --report (or --log) logs to this folder"""
+    force: bool = False
+    """let --export write over export files already in its folder"""
     cutoff: float = 0.75
     """gold agreement under which a labeler's labels are marked (paper: 75%)"""
     keep_below_cutoff: bool = False
@@ -91,9 +93,12 @@ class Config:
     """log every HTTP request to stderr"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("n", "k_min", "k_max", "max_body", "max_new_tokens", "temperature", "gen_batch")
-    NONNEGATIVE: ClassVar[tuple] = ("gold_rate", "cutoff", "port")
-    CHOICES: ClassVar[dict] = {"instructions": ("train", "eval")}
+    POSITIVE: ClassVar[tuple] = ("n", "max_body", "max_new_tokens", "temperature", "gen_batch")
+    RANGES: ClassVar[dict] = {"gold_rate": "[0, 1)", "cutoff": "[0, 1]", "port": "[0, 65535]", "k_min": "[2, 9]",
+                              "k_max": "[2, 9]"}
+    CHOICES: ClassVar[dict] = {"instructions": ("train", "eval"), "mode": MODES}
+    RULES: ClassVar[tuple] = ((lambda c: c.k_min <= c.k_max, "--k_min={k_min} is above --k_max={k_max}"),
+                              (lambda c: not os.path.isfile(c.export), "--export={export} is a file; give a folder"))
 
 
 def _demos(path: str) -> list[dict]:
@@ -105,11 +110,12 @@ def sample_rows(cfg: Config, count: int) -> list[dict]:
     import torch  # only this path needs a model
 
     from nanorlhf.checkpoint import load_model
-    from nanorlhf.generate import SamplingConfig
+    from nanorlhf.generate import SamplingConfig, check_room
     from nanorlhf.infra.device import resolve_device
     from nanorlhf.world.comparisons import fitting_prompts, sample_completions
     device = resolve_device(cfg.device)
     policy, tok, _ = load_model(cfg.policy, device)
+    check_room(cfg.max_new_tokens, policy.cfg.block_size)
     rows = fitting_prompts(cfg.prompts, tok, policy.cfg.block_size, cfg.max_new_tokens, count)
     rng = random.Random(f"label-k-{cfg.seed}")
     ks = [2 if cfg.mode == "pair" else rng.randint(cfg.k_min, cfg.k_max) for _ in rows]
@@ -143,10 +149,13 @@ def serve(cfg: Config) -> None:
     has_source = bool(cfg.completions or (cfg.policy and cfg.prompts))
     if not (log.items or has_source):
         raise ConfigError("give --completions=FILE, or --policy=CKPT with --prompts=FILE")
+    try:  # bound first: a server that cannot start samples nothing and writes no log
+        server = LabelServer(log, cfg.host, cfg.port, cfg.max_body, cfg.cutoff, cfg.verbose)
+    except OSError as e:  # a port in use, an address this machine does not have
+        raise ConfigError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}") from None
     queue = make_queue(cfg) if has_source and len(log.items) < cfg.n else None  # top up; never resample
     source = cfg.completions or f"{cfg.policy} on {cfg.prompts}"
     log.start(cfg.labeler, cfg.mode, cfg.instructions, queue, source=source)
-    server = LabelServer(log, cfg.host, cfg.port, cfg.max_body, cfg.cutoff, cfg.verbose)
     done, total = log.progress()
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"WARNING: listening on {cfg.host}: anyone who can reach it and has the URL can label", flush=True)
@@ -170,6 +179,12 @@ def main(cfg: Config, more_logs: list[str] | tuple = ()) -> None:
         missing = [p for p in logs if not os.path.isfile(p)]
         if missing:  # a mistyped path is not an empty log: it would export nothing over good files
             raise ConfigError(f"no such labeling log: {missing[0]} (nothing read, nothing written)")
+        empty = [p for p in logs if os.path.getsize(p) == 0]
+        if empty:
+            raise ConfigError(f"{empty[0]} is empty: no labeling events in it (nothing read, nothing written)")
+        there = [n for n in EXPORTS if os.path.exists(os.path.join(cfg.export, n))] if cfg.export else []
+        if there and not cfg.force:
+            raise ConfigError(f"--export={cfg.export} already holds {', '.join(there)}; --force=true writes over them")
         if cfg.report:
             print(report_text(logs, cfg.data_dir, cfg.cutoff, cfg.seed))
         if cfg.export:
@@ -180,10 +195,6 @@ def main(cfg: Config, more_logs: list[str] | tuple = ()) -> None:
         raise ConfigError(f"unexpected argument {more_logs[0]!r}: extra log files go after --report=")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", cfg.labeler):
         raise ConfigError("--labeler=NAME is required (letters, digits, . _ -, at most 40)")
-    if cfg.mode not in MODES or cfg.instructions not in ("train", "eval"):
-        raise ConfigError("--mode must be rank or pair, --instructions train or eval")
-    if not 2 <= cfg.k_min <= cfg.k_max <= 9 or not 0 <= cfg.gold_rate < 1 or cfg.n < 1:
-        raise ConfigError("need 2 <= k_min <= k_max <= 9, 0 <= gold_rate < 1 and n >= 1")
     serve(cfg)
 
 

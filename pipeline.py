@@ -27,16 +27,16 @@ from experiments.bench import speed_probe
 from nanorlhf.evals.context import EvalContext, Section
 from nanorlhf.evals.findings import findings_markdown, run_findings
 from nanorlhf.evals.ladder import ladder_policies
-from nanorlhf.evals.lineage import pipeline_frontier
+from nanorlhf.evals.lineage import PLANS, pipeline_frontier
 from nanorlhf.evals.report import stage_flops, write_report
-from nanorlhf.evals.suites import ladder_and_suites
+from nanorlhf.evals.suites import SUITES, ladder_and_suites, names_of
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, parse_config, print_config
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import write_text
-from nanorlhf.infra.lanes import run_lanes
+from nanorlhf.infra.fileio import hold, write_text
+from nanorlhf.infra.lanes import run_lanes, usable_cpus
 from nanorlhf.infra.precision import cpu_name, device_name, fast_bfloat16
-from nanorlhf.infra.stages import Stages
+from nanorlhf.infra.stages import Plan, Stages
 from nanorlhf.model import count_params
 from nanorlhf.recipe import Recipe
 from nanorlhf.world import ensure_world
@@ -79,6 +79,8 @@ class Config:
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("n_eval", "lanes")
+    RULES: ClassVar[tuple] = ((lambda c: set(names_of(c.suites)) <= set(SUITES),
+                               "--suites={suites}: give all, none, or names among " + ", ".join(SUITES)),)
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(preset="tiny", n_eval=24, suites="none", **Recipe.PRESETS["tiny"]),
@@ -129,34 +131,70 @@ def stage_jobs(cfg: Config, out: str, data: str) -> dict[str, tuple]:
     return jobs
 
 
+# expected seconds of each stage as the small preset ran on a 2-core AMD EPYC VM (the lanes' stages on one core
+# each), for the largest size and the others (the lineage's stages: rough guesses, not measured): where the overall
+# ETA starts from; it then follows this run's own pace (infra/stages.py Plan)
+EXPECTED = {"base": (92, 42), "sft": (34, 25), "flan": (45, 10), "ppo_ptx": (123, 17), "ppo": (98, 14), "rm": 199,
+            "rm_heldout": 43, "dpo": 30, "rlaif": 130, "iterated": 150, "evaluate": 110}
+
+
+def expected_seconds(name: str, big: str) -> float:
+    if name in EXPECTED:
+        return EXPECTED[name]
+    kind, size = name.rsplit("_", 1)
+    v = EXPECTED[next(k for k in EXPECTED if kind.startswith(k))]
+    return v[size != big] if isinstance(v, tuple) else v
+
+
+def run_plan(first: list[str], lanes: list[list[str]], later: list[str], big: str, side_by_side: bool) -> Plan:
+    """The run's stages in order with their expected seconds, the evaluation last: "stage k of N" and the ETA."""
+    plan, w = Plan(), lambda names: [(n, expected_seconds(n, big)) for n in names]
+    for name, seconds in w(first):
+        plan.then(name, seconds)
+    if side_by_side:
+        plan.side_by_side([w(lane) for lane in lanes])
+    for name, seconds in [x for lane in lanes for x in w(lane)] * (not side_by_side) + w(later + ["evaluate"]):
+        plan.then(name, seconds)
+    return plan
+
+
 def main(cfg: Config) -> dict:
+    with hold(os.path.join(cfg.out_root, cfg.run or cfg.preset)):  # one live pipeline per run folder
+        return run_pipeline(cfg)
+
+
+def run_pipeline(cfg: Config) -> dict:
     print_config(cfg)
     t0 = time.time()
     device = resolve_device(cfg.device)
     # each stage's key names the dtype it ran in (auto: bfloat16 where native)
     cfg = replace(cfg, recipe=cfg.recipe.resolved(device))
-    print(f"dtype {cfg.recipe.dtype} on {device_name(device)} (native bfloat16: {fast_bfloat16(device)})")
-    probe = [speed_probe(device, cfg.recipe.dtype)]  # and again at the end: how fast this machine ran today
-    print(f"speed probe: a 1m-shape training step at {probe[0]:,.0f} tokens/s")
     run, scale = cfg.run or cfg.preset, cfg.preset
     out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
     names, recipe = cfg.recipe.names(), cfg.recipe
     big, st, n_lanes = names[0], Stages(out, cfg.fresh), cfg.lanes if device == "cpu" else 1
 
     # 0. the world, its public-task compilation (FLAN/T0 analog), and RM prompts up to the label budget
-    if ensure_world(data, scale, recipe.rm_prompts, cfg.fresh):  # False: already there, as this run needs it
-        st.log["world"] = {"seconds": time.time() - t0}
+    with hold(data):  # another seed's or settings' world is refused, never rebuilt unasked (nanorlhf/world)
+        if ensure_world(data, scale, recipe.rm_prompts, cfg.fresh):  # False: already there, as this run needs it
+            st.log["world"] = {"seconds": time.time() - t0}
+    print(f"dtype {cfg.recipe.dtype} on {device_name(device)} (native bfloat16: {fast_bfloat16(device)})")
+    probe = [speed_probe(device, cfg.recipe.dtype)]  # and again at the end: how fast this machine ran today
+    print(f"speed probe: a 1m-shape training step at {probe[0]:,.0f} tokens/s")
     jobs = stage_jobs(cfg, out, data)
 
-    # 1-4: the largest base and SFT models, then the RM, on every core
-    for name in (f"base_{big}", f"sft_{big}", "rm"):
+    # 1-4: the largest base and SFT models, then the RM, on every core; the rest in two lanes side by side
+    # (nanorlhf/infra/lanes.py): the largest PPO-ptx model, its FLAN/T0 analog and the held-out-labeler test beside
+    # its PPO model and the smaller sizes' every stage
+    first = [f"base_{big}", f"sft_{big}", "rm"]
+    lanes = [[f"ppo_ptx_{big}", f"flan_{big}", "rm_heldout"],
+             [f"ppo_{big}", *(f"{k}_{s}" for s in names[1:] for k in ("base", "sft", "flan", "ppo", "ppo_ptx"))]]
+    later = [n for n in jobs if n.startswith(("ppo_beta", "ppo_ptx4"))] * cfg.sweeps + cfg.lineage * [
+        *(f"dpo_b{b}_{big}" for b in PLANS[scale].dpo_betas), f"rlaif_{big}", f"iterated_{big}"]
+    st.plan = run_plan(first, lanes, later, big, n_lanes > 1 and len(usable_cpus()) > 1)
+    for name in first:
         st.run(*jobs[name])
-    # the rest in two lanes side by side (nanorlhf/infra/lanes.py): the largest PPO-ptx model, its FLAN/T0 analog and
-    # the held-out-labeler test beside its PPO model and the smaller sizes' every stage
-    small = [s for s in names if s != big]
-    run_lanes(st, [[jobs[f"ppo_ptx_{big}"], jobs[f"flan_{big}"], jobs["rm_heldout"]],
-                   [jobs[f"ppo_{big}"], *(jobs[f"{k}_{s}"] for s in small
-                                          for k in ("base", "sft", "flan", "ppo", "ppo_ptx"))]], n_lanes)
+    run_lanes(st, [[jobs[n] for n in lane] for lane in lanes], n_lanes)
     # 4b. the sweeps of the alignment-tax section: gamma_ptx up, and beta up instead of ptx
     sweep_runs = {}
     if cfg.sweeps:
@@ -174,6 +212,7 @@ def main(cfg: Config) -> dict:
         train_lineage(st, cfg, common, out, data, big, recipe.per_size("ppo_iterations")[big])
 
     # 5. evaluation: the ladder beside the safety and capability suites on the largest size, then report.md
+    st.announce("evaluate")
     t = time.time()
     ctx = EvalContext(Judge(data, cfg.labeler_seed), data, out, ladder_policies(out, names), rm=f"{out}/rm/ckpt.pt",
                       device=device, seed=cfg.seed, labeler_seed=cfg.labeler_seed, n=cfg.n_eval)

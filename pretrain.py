@@ -14,6 +14,7 @@ out_dir/metrics.jsonl and out_dir/loss.png. Resume with --resume=true.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import signal
 import time
@@ -28,13 +29,15 @@ from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
-from nanorlhf.infra.guard import NonFiniteGuard
-from nanorlhf.infra.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves
+from nanorlhf.infra.guard import NonFiniteGuard, check_val
+from nanorlhf.infra.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.infra.precision import autocast, resolve_dtype
+from nanorlhf.infra.schemas import DataError
 from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, split_docs
 from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
-from nanorlhf.tokenizer import Tokenizer
+from nanorlhf.tokenizer import SPECIAL_TOKENS, Tokenizer
+from nanorlhf.world.scales import SCALES
 
 
 @dataclass
@@ -96,9 +99,13 @@ class Config:
     """for the resume test: SIGKILL this process right after step N's checkpoint (0 = never)"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("vocab_size", "n_layer", "n_head", "n_embd", "block_size", "batch_size", "max_steps",
-                                 "lr", "eval_every", "eval_batches", "ckpt_every", "log_every")
-    NONNEGATIVE: ClassVar[tuple] = ("dropout", "min_lr", "warmup", "weight_decay", "grad_clip", "kill_at_step")
+    POSITIVE: ClassVar[tuple] = ("n_layer", "n_head", "n_embd", "batch_size", "max_steps", "lr", "eval_every",
+                                 "eval_batches", "ckpt_every", "log_every", "grad_clip")
+    NONNEGATIVE: ClassVar[tuple] = ("min_lr", "warmup", "weight_decay", "kill_at_step")
+    RANGES: ClassVar[dict] = {**GPTConfig.RANGES,
+                              "vocab_size": f"[{256 + len(SPECIAL_TOKENS)}, inf)"}  # the bytes and the specials
+    CHOICES: ClassVar[dict] = {"scale": tuple(SCALES)}
+    RULES: ClassVar[tuple] = GPTConfig.RULES + ((lambda c: c.min_lr <= c.lr, "--min_lr={min_lr} is above --lr={lr}"),)
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(scale="tiny", out_dir="out/tiny/base", vocab_size=512, n_layer=2, n_head=2,
@@ -160,6 +167,9 @@ def main(cfg: Config) -> dict:
     train_docs, val_docs = split_docs(docs)
     train_stream, val_stream = encode_docs(tok, train_docs), encode_docs(tok, val_docs)
     batches = LMBatches(train_stream, cfg.block_size, cfg.batch_size, seed=cfg.seed)
+    if len(val_stream) < cfg.block_size + 2:
+        raise DataError(f"{corpus}: its validation documents hold {len(val_stream)} tokens, under one block of "
+                        f"--block_size={cfg.block_size}; use a smaller block or more text")
     print(f"corpus {corpus}: {len(docs)} docs, {len(train_stream):,} train / {len(val_stream):,} val tokens")
 
     # 2. model and optimiser
@@ -186,7 +196,7 @@ def main(cfg: Config) -> dict:
     def save():
         save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                         optim=opt.state_dict(), data_pos=batches.state_dict(),
-                        extra={"model_config": dataclasses.asdict(mcfg), "tokenizer": tok_path,
+                        extra={"model_config": dataclasses.asdict(mcfg), "tokenizer": tok.to_dict(),
                                "inputs": {corpus: file_sha256(corpus), tok_path: file_sha256(tok_path)}})
 
     # 3. train: AdamW, warmup + cosine, clipping, periodic validation
@@ -217,19 +227,22 @@ def main(cfg: Config) -> dict:
             mfu = tps * flops_tok / peak
             log.write(step, **{"train/loss": loss.item(), "train/lr": lr, "train/grad_norm": gnorm,
                                "time/tokens_per_s": tps, "time/mfu": mfu})
-            print(bar.line(step, loss=loss.item(), lr=lr, tok_s=round(tps), mfu=f"{100 * mfu:.0f}%"))
+            if bar.due(step):
+                print(bar.line(step, loss=loss.item(), lr=lr, tok_s=round(tps), mfu=f"{100 * mfu:.0f}%"))
             busy, tokens_since = 0.0, 0
-        if step % cfg.eval_every == 0 or step == cfg.max_steps:
+        if step % cfg.eval_every == 0 or step % cfg.ckpt_every == 0 or step == cfg.max_steps:  # before each save
             vl = val_loss(model, val_stream, cfg, device)
             log.write(step, **{"val/loss": vl})
             print(f"step {step}: val loss {vl:.4f}")
+            guard.end_epoch(f"steps up to {step}")  # a diverged model is never saved (nanorlhf/infra/guard.py)
+            check_val(vl, math.log(tok.vocab_size), f"at step {step}")  # start: a uniform guess's loss, ln V
         if step % cfg.ckpt_every == 0 or step == cfg.max_steps:
             save()
             if cfg.kill_at_step and step == cfg.kill_at_step:
                 os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
 
     plot_curves(log.read(), ["train/loss", "val/loss", "time/mfu"], os.path.join(cfg.out_dir, "loss.png"),
-                title="pretraining")
+                title=stage_title("pretraining", cfg.out_dir, n["total"]))
     final_val = val_loss(model, val_stream, cfg, device)
     print(f"done: {step} steps, final train loss {losses[-1] if losses else float('nan'):.4f}, "
           f"val loss {final_val:.4f} -> {ckpt_path}")

@@ -39,10 +39,11 @@ from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.guard import NonFiniteGuard
 from nanorlhf.infra.jsonl import label_counts
-from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.infra.schemas import DataError
 from nanorlhf.interop.pairs import read_pairs
+from nanorlhf.model import count_params
 from nanorlhf.rankings import usable
 from nanorlhf.world.comparisons import load_comparisons
 
@@ -81,8 +82,8 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("beta", "lr", "epochs", "batch_prompts", "val_prompts", "log_every")
-    NONNEGATIVE: ClassVar[tuple] = ("max_steps", "grad_clip")
+    POSITIVE: ClassVar[tuple] = ("beta", "lr", "epochs", "batch_prompts", "val_prompts", "log_every", "grad_clip")
+    NONNEGATIVE: ClassVar[tuple] = ("max_steps",)
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", comparisons="out/tiny/rm/comparisons.jsonl",
@@ -97,15 +98,16 @@ def main(cfg: Config) -> dict:
     t_start = time.time()
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    os.makedirs(cfg.out_dir, exist_ok=True)
 
-    # 1. policy and frozen reference, both pi_SFT
+    # 1. policy and frozen reference, both pi_SFT; the comparisons to fit and to validate on (read before any work)
     policy, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
     ref, _, _ = load_model(cfg.sft, device, dropout=0.0)
     ref.requires_grad_(False).eval()
     cmp = usable(read_pairs(cfg.pairs) if cfg.pairs else load_comparisons(cfg.comparisons))
     if not cmp:
         raise DataError(f"{cfg.pairs or cfg.comparisons}: no comparison has an untied pair; DPO has nothing to learn")
+    val = usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts] if cfg.val_comparisons else []
+    os.makedirs(cfg.out_dir, exist_ok=True)
     steps = cfg.epochs * math.ceil(len(cmp) / cfg.batch_prompts)
     steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
     print(f"{len(cmp)} comparisons ({sum(len(c['completions']) for c in cmp)} completions), {steps} steps")
@@ -132,12 +134,12 @@ def main(cfg: Config) -> dict:
             if step % cfg.log_every == 0 or step == steps:
                 m = {"dpo/loss": loss.item(), **{f"dpo/{k}": v for k, v in s.items()}, "dpo/grad_norm": gnorm}
                 log.write(step, **m)
-                print(bar.line(step, loss=loss.item(), margin=s["margin"], acc=s["accuracy"]))
+                if bar.due(step):
+                    print(bar.line(step, loss=loss.item(), margin=s["margin"], acc=s["accuracy"]))
+        guard.end_epoch(f"pass over the comparisons ending at step {step}")  # all-zero gradients: stop, save nothing
 
     # 5. validate: does the implicit reward order held-out comparisons like the labelers did?
     report = {"n_comparisons": len(cmp), "steps": step, "beta": cfg.beta}
-    has_val = cfg.val_comparisons and os.path.exists(cfg.val_comparisons) and cfg.val_prompts > 0
-    val = usable(load_comparisons(cfg.val_comparisons))[:cfg.val_prompts] if has_val else []
     if val:
         policy.eval()
         with torch.no_grad():
@@ -157,7 +159,7 @@ def main(cfg: Config) -> dict:
     save_checkpoint(ckpt, model=policy.state_dict(), config=config_dict(cfg), step=step, extra=extra)
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
     plot_curves(log.read(), ["dpo/loss", "dpo/margin", "dpo/accuracy"], os.path.join(cfg.out_dir, "curves.png"),
-                title=f"DPO (beta={cfg.beta})")
+                title=stage_title(f"DPO (beta={cfg.beta})", cfg.out_dir, count_params(policy)["total"]))
     print(f"done: {step} steps in {report['wall_s']:.0f}s -> {ckpt}")
     return {"metrics": log.read(), "report": report, "ckpt": ckpt, "policy": policy}
 

@@ -26,18 +26,19 @@ from typing import ClassVar
 import torch
 
 from nanorlhf import ppo
-from nanorlhf.checkpoint import (check_resume_config, load_checkpoint, load_model, save_checkpoint, seed_everything,
-                                 set_rng_state)
+from nanorlhf.checkpoint import (check_resume_config, load_checkpoint, load_model, restore_copy,
+                                 save_checkpoint, seed_everything, set_rng_state)
 from nanorlhf.experience import make_experience, minibatch_loss, value_from_rm
+from nanorlhf.generate import check_room
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
 from nanorlhf.infra.guard import NonFiniteGuard
-from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, make_optimizer
 from nanorlhf.infra.precision import autocast, cache_dtype, resolve_dtype
-from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.model import ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.packing import length_groups
 from nanorlhf.ppo import PPOConfig
 from nanorlhf.rollout import PromptSampler, ptx_batches, rollout, show_samples
@@ -68,9 +69,9 @@ class Config:
     save_every: int = 20
     """iterations between checkpoints (kept as iter{N}.pt for over-optimisation curves)"""
     log_samples: int = 2
-    """decoded samples printed per log line"""
+    """decoded samples printed at the first progress line and the last"""
     log_every: int = 5
-    """iterations between printed progress lines"""
+    """iterations between progress lines (at most about ten are printed: infra/metrics.py Progress.due)"""
     dropout: float = 0.0
     """residual dropout of the policy during PPO (paper: off; SFT trained with 0.2)"""
     seed: int = 0
@@ -86,7 +87,8 @@ class Config:
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("iterations", "ptx_batch_size", "save_every", "log_every")
     CHOICES: ClassVar[dict] = {"rollout_cache": ("float32", "bfloat16")}
-    NONNEGATIVE: ClassVar[tuple] = ("log_samples", "dropout", "kill_at")
+    NONNEGATIVE: ClassVar[tuple] = ("log_samples", "kill_at")
+    RANGES: ClassVar[dict] = {"dropout": "[0, 1)"}
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",
@@ -152,6 +154,7 @@ class State:
     def resume(self, cfg: Config, m: Models, path: str) -> None:
         ck = load_checkpoint(path, map_location="cpu")  # RNG states stay CPU tensors; load_state_dict moves
         check_resume_config(ck, config_dict(cfg), ignore=RESUME_MAY_CHANGE)
+        restore_copy(path, os.path.join(os.path.dirname(path), f"iter{ck['step']}.pt"))  # a kill may have cut it
         m.policy.load_state_dict(ck["model"])
         m.value.load_state_dict(ck["extra"]["value"])
         self.opt.load_state_dict(ck["optim"])
@@ -204,6 +207,7 @@ def ppo_epochs(cfg: Config, m: Models, s: State, exp: dict, guard: NonFiniteGuar
             if guard.check(loss=loss, grad_norm=gnorm):
                 s.opt.step()
             stats.append(st)
+    guard.end_epoch(f"iteration {s.it + 1}")  # an iteration of zero gradients learns nothing: stop, save nothing
     return stats
 
 
@@ -224,9 +228,10 @@ def main(cfg: Config) -> dict:
     hp, device = cfg.ppo, resolve_device(cfg.device)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
-    os.makedirs(cfg.out_dir, exist_ok=True)
     m = load_models(cfg, device)
+    check_room(hp.max_new_tokens, m.policy.cfg.block_size)
     s, guard, ckpt = new_state(cfg, m), NonFiniteGuard(max_consecutive=3), os.path.join(cfg.out_dir, "ckpt.pt")
+    os.makedirs(cfg.out_dir, exist_ok=True)
     if cfg.resume:
         s.resume(cfg, m, ckpt)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume, keep_until=s.it)
@@ -254,11 +259,12 @@ def main(cfg: Config) -> dict:
         log.write(s.it, **metrics)
         for w in ppo.diagnose(metrics, hp.max_new_tokens):
             print(f"WARNING iteration {s.it}: {w}")
-        if s.it % cfg.log_every == 0 or s.it == cfg.iterations:
+        if (s.it % cfg.log_every == 0 or s.it == cfg.iterations) and bar.due(s.it):
             print(bar.line(s.it, score=metrics["objective/score"], kl=metrics["objective/kl"],
                            clipfrac=metrics["ppo/clipfrac"], len=metrics["response/length"],
                            eps=round(metrics["time/episodes_per_s"], 1)))
-            show_samples(m.tok, batch, ro, exp, cfg.log_samples)
+            if bar.printed == 1 or s.it == cfg.iterations:  # samples at the first line and the last: what moved
+                show_samples(m.tok, batch, ro, exp, cfg.log_samples)
         # 7. adapt beta (if a target KL is set)
         s.kl_ctl.update(metrics["objective/kl"], len(batch))
         if s.it % cfg.save_every == 0 or s.it == cfg.iterations:
@@ -268,7 +274,9 @@ def main(cfg: Config) -> dict:
                 os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
     plot_curves(log.read(), ["objective/score", "objective/kl", "ppo/clipfrac", "ppo/approx_kl",
                              "val/explained_var", "response/length", "ptx/loss"],
-                os.path.join(cfg.out_dir, "curves.png"), title=f"PPO (ptx_coef={hp.ptx_coef})", xlabel="iteration")
+                os.path.join(cfg.out_dir, "curves.png"), xlabel="iteration",
+                title=stage_title(f"PPO{'-ptx' * (hp.ptx_coef > 0)} (beta={hp.beta}, ptx_coef={hp.ptx_coef})",
+                                  cfg.out_dir, count_params(m.policy)["total"]))
     print(f"done: {s.it} iterations, {guard.skipped} skipped steps -> {ckpt}")
     return {"metrics": log.read(), "ckpt": ckpt, "policy": m.policy, "value": m.value, "skipped": guard.skipped,
             "flops": flops}

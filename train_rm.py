@@ -27,24 +27,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-
-from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
+from nanorlhf.checkpoint import (check_resume_config, load_checkpoint, load_model, remove_checkpoint, save_checkpoint,
+                                 seed_everything, set_rng_state)
 from nanorlhf.evals.heldout import heldout_group_eval
 from nanorlhf.evals.preference import ratio_interval
+from nanorlhf.generate import check_room
 from nanorlhf.infra.cli import UsageError, run
 from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256, write_text
-from nanorlhf.infra.jsonl import DEMO, read_jsonl
-from nanorlhf.infra.metrics import MetricsLog, plot_curves
+from nanorlhf.infra.jsonl import DEMO, DataError, read_jsonl
+from nanorlhf.infra.metrics import MetricsLog, plot_curves, stage_title
 from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.interop.pairs import read_pairs
-from nanorlhf.model import ScalarHeadModel, flops_per_token
+from nanorlhf.model import ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.rankings import comparisons_to_two_way
-from nanorlhf.reward import RewardConfig, demo_bias, fit_reward_model, ranking_counts
+from nanorlhf.reward import RewardConfig, RMFit, demo_bias, fit_reward_model, ranking_accuracy, ranking_counts
 from nanorlhf.world.comparisons import CollectConfig, agreement_counts, collect_comparisons, load_comparisons
 from nanorlhf.world.judge import Judge
 
@@ -93,10 +95,25 @@ class Config:
     """seed for sampling and batch order"""
     device: str = "cpu"
     """cpu, cuda, or auto"""
+    resume: bool = False
+    """continue an unfinished fit from out_dir/fit.pt, exactly (its comparisons reread from out_dir); the config
+    must match the fit's but for RESUME_MAY_CHANGE"""
+    save_every: int = 50
+    """RM steps between resume points (out_dir/fit.pt, removed once ckpt.pt is written)"""
+    kill_at: int = 0
+    """for the resume test: SIGKILL this process right after step N's resume point (0 = never)"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("human_weight", "procs")
-    NONNEGATIVE: ClassVar[tuple] = ("heldout_folds", "heldout_prompts")
+    POSITIVE: ClassVar[tuple] = ("human_weight", "procs", "save_every")
+    NONNEGATIVE: ClassVar[tuple] = ("heldout_prompts", "kill_at")
+    RANGES: ClassVar[dict] = {"heldout_folds": "[0, 5]"}  # the labelers form 5 groups
+    RULES: ClassVar[tuple] = (
+        (lambda c: not (c.comparisons and c.pairs), "give --comparisons or --pairs, not both"),
+        (lambda c: c.human_labels or not c.human_only, "--human_only=true needs --human_labels (label.py's logs)"),
+        (lambda c: not c.heldout_only or (c.comparisons and c.heldout_folds > 0),
+         "--heldout_only=true needs --comparisons (an RM run's comparisons.jsonl) and --heldout_folds > 0"),
+        (lambda c: not (c.heldout_only and c.resume), "--heldout_only=true has nothing to resume"),
+    )
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/rm", val_prompts=16,
@@ -105,33 +122,59 @@ class Config:
     }
 
 
+# a resumed fit may change these; any other change is refused
+RESUME_MAY_CHANGE = ("resume", "kill_at", "save_every", "device", "procs")
+
+
+def read_inputs(cfg: Config, tok, device: str) -> tuple:
+    """(given comparisons or None, human comparisons, the trunk's initial model or None): every input read, and a
+    bad one refused, before any sampling."""
+    given = load_comparisons(cfg.comparisons) if cfg.comparisons else read_pairs(cfg.pairs) if cfg.pairs else None
+    human = []
+    if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
+        from nanorlhf.labelapp.events import human_comparisons
+        for path in cfg.human_labels.split(","):
+            if not os.path.isfile(path):
+                raise UsageError(f"--human_labels: no such labeling log: {path}")
+            rows = human_comparisons([path])
+            if not rows:
+                raise DataError(f"{path}: no usable human label in it (gold questions and can't-tell are left out)")
+            human += [dict(c, weight=cfg.human_weight) for c in rows]
+    init = load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else None
+    return given, human, init
+
+
 def main(cfg: Config) -> dict:
     print_config(cfg)
     device = resolve_device(cfg.device)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
-    if cfg.comparisons and cfg.pairs:
-        raise UsageError("give --comparisons or --pairs, not both")
     if cfg.procs > 1 and device != "cpu":
         raise UsageError(f"--procs={cfg.procs} splits the sampling between CPU processes; on {device} use --procs=1")
-    if cfg.heldout_only and (not cfg.comparisons or cfg.heldout_folds == 0):
-        raise UsageError("--heldout_only=true needs --comparisons (an RM run's comparisons.jsonl) "
-                         "and --heldout_folds > 0")
     sft, tok, sft_ck = load_model(cfg.sft, device, dropout=0.0)
+    check_room(cfg.collect.max_new_tokens, sft.cfg.block_size)
     if cfg.heldout_only:
         return heldout_only(cfg, sft, tok, device)
-    # a bad file fails before any work
-    given = load_comparisons(cfg.comparisons) if cfg.comparisons else read_pairs(cfg.pairs) if cfg.pairs else None
+    given, human, init = read_inputs(cfg, tok, device)
+    fit_path, fit = os.path.join(cfg.out_dir, "fit.pt"), RMFit(every=cfg.save_every)
+    if cfg.resume:
+        if not os.path.exists(fit_path):
+            raise UsageError(f"--resume=true: no unfinished RM fit in {cfg.out_dir} (fit.pt; a finished run "
+                             "removes it)")
+        ck = load_checkpoint(fit_path)
+        check_resume_config(ck, config_dict(cfg), ignore=RESUME_MAY_CHANGE)
     os.makedirs(cfg.out_dir, exist_ok=True)
 
-    # 1-2. sample K completions per prompt and have one training labeler rank them
+    # 1-2. sample K completions per prompt and have one training labeler rank them (a resumed fit rereads them)
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
-    train_cmp, val_cmp = collect_comparisons(sft, tok, judge, cfg.data_dir, cfg.out_dir, cfg.collect, cfg.seed,
-                                             only_val=given is not None, procs=cfg.procs)
-    train_cmp = given if given is not None else train_cmp
-    if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
-        from nanorlhf.labelapp.events import human_comparisons
-        human = [dict(c, weight=cfg.human_weight) for c in human_comparisons(cfg.human_labels.split(","))]
+    if cfg.resume:
+        train_cmp = given or load_comparisons(os.path.join(cfg.out_dir, "comparisons.jsonl"))
+        val_cmp = load_comparisons(os.path.join(cfg.out_dir, "val_comparisons.jsonl"))
+    else:
+        train_cmp, val_cmp = collect_comparisons(sft, tok, judge, cfg.data_dir, cfg.out_dir, cfg.collect, cfg.seed,
+                                                 only_val=given is not None, procs=cfg.procs)
+        train_cmp = given if given is not None else train_cmp
+    if cfg.human_labels:
         train_cmp = human if cfg.human_only else train_cmp + human
         print(f"{len(human)} human comparisons (weight {cfg.human_weight}) "
               + ("alone" if cfg.human_only else "mixed with the simulated ones"))
@@ -143,10 +186,22 @@ def main(cfg: Config) -> dict:
     if not cfg.rm.kway_batch:  # ablation: every pair its own item, so each completion is seen K - 1 times
         fit_cmp = comparisons_to_two_way(train_cmp)
         print(f"kway_batch=false: {len(fit_cmp)} pairs shuffled as separate comparisons")
-    rm = ScalarHeadModel.from_gpt(load_model(cfg.init, device, dropout=0.0)[0] if cfg.init else sft).to(device)
-    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)
+    rm = ScalarHeadModel.from_gpt(init or sft).to(device)
+    if cfg.resume:  # the weights, RNG states, batch order, optimiser and losses of the resume point
+        rm.load_state_dict(ck["model"])
+        set_rng_state(ck["rng"])
+        fit = RMFit(**ck["extra"]["fit"], every=cfg.save_every)
+        print(f"resumed the RM fit from {fit_path} at step {fit.step}")
+    # a resumed fit keeps the rows logged up to its resume point: the steps it redoes are logged once
+    log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume, keep_until=fit.step)
+
+    def save_fit(f: RMFit) -> None:
+        save_checkpoint(fit_path, model=rm.state_dict(), config=config_dict(cfg), step=f.step, extra={"fit": f.state()})
+        if cfg.kill_at and f.step == cfg.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # the resume test: die without cleanup
+    fit.save, fit.validate = save_fit, lambda: ranking_accuracy(rm, tok, val_cmp, device, every=True)
     with autocast(cfg.dtype, device):  # sampling above stays float32
-        fit_reward_model(rm, tok, fit_cmp, cfg.rm, seed=cfg.seed, log=log)
+        fit_reward_model(rm, tok, fit_cmp, cfg.rm, seed=cfg.seed, log=log, fit=fit)
 
         # 4. bias: labelers' demonstrations score 0 on average (paper §3.5)
         demos = read_jsonl(os.path.join(cfg.data_dir, "sft.jsonl"), DEMO)[:256]
@@ -166,12 +221,14 @@ def main(cfg: Config) -> dict:
             report["heldout"] = heldout_group_eval(sft, tok, judge, (train_cmp, val_cmp), cfg.rm,
                                                    folds=cfg.heldout_folds, seed=cfg.seed,
                                                    max_prompts=cfg.heldout_prompts)
-    plot_curves(log.read(), ["rm/loss", "rm/accuracy"], os.path.join(cfg.out_dir, "curves.png"), title="reward model")
+    plot_curves(log.read(), ["rm/loss", "rm/accuracy", "val/accuracy"], os.path.join(cfg.out_dir, "curves.png"),
+                title=stage_title("reward model", cfg.out_dir, count_params(rm)["total"]))
     extra = {"model_config": dataclasses.asdict(rm.cfg), "tokenizer": sft_ck["extra"]["tokenizer"], "bias": bias,
              "report": report, "inputs": {cfg.sft: file_sha256(cfg.sft)}}
     ckpt = os.path.join(cfg.out_dir, "ckpt.pt")
     save_checkpoint(ckpt, model=rm.state_dict(), config=config_dict(cfg), extra=extra)
     write_text(os.path.join(cfg.out_dir, "report.json"), json.dumps(report, indent=1))
+    remove_checkpoint(fit_path)  # the fit is finished: nothing to resume
     # FLOPs: sampling (forward only, 1/3 of training per token) plus one training pass per epoch
     n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in fit_cmp for x in c["completions"])
     flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if given is not None else 1 / 3) + cfg.rm.epochs)

@@ -25,19 +25,19 @@ from typing import ClassVar
 import torch
 
 from nanorlhf.chat import chat_example, fits
-from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, load_checkpoint, load_model,
+from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, load_checkpoint, load_model, load_weights,
                                  save_checkpoint, seed_everything, set_rng_state)
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
-from nanorlhf.infra.guard import NonFiniteGuard
+from nanorlhf.infra.guard import NonFiniteGuard, check_val
 from nanorlhf.infra.jsonl import DEMO, read_jsonl
-from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
+from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.infra.schemas import DataError
-from nanorlhf.model import flops_per_token
+from nanorlhf.model import count_params, flops_per_token
 from nanorlhf.sft import collate, sft_loss
 
 
@@ -83,8 +83,9 @@ class Config:
     """continue from out_dir/ckpt.pt after the last finished epoch"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("epochs", "batch_size", "lr", "val_every", "select_prompts")
-    NONNEGATIVE: ClassVar[tuple] = ("warmup", "weight_decay", "dropout", "grad_clip")
+    POSITIVE: ClassVar[tuple] = ("epochs", "batch_size", "lr", "select_prompts", "grad_clip")
+    NONNEGATIVE: ClassVar[tuple] = ("warmup", "weight_decay")
+    RANGES: ClassVar[dict] = {"dropout": "[0, 1)", "val_every": "[2, inf)"}  # 1 would hold out every demonstration
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(base="out/tiny/base/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/sft", epochs=2,
@@ -121,18 +122,17 @@ def val_loss(model, val, cfg: Config, pad_id: int, device: str) -> float:
 
 
 @torch.no_grad()
-def rm_scores_by_epoch(model, tok, cfg: Config, device: str) -> dict[int, float]:
+def rm_scores_by_epoch(model, tok, cfg: Config, rm_and_ck: tuple, device: str) -> dict[int, float]:
     """Mean RM score of each epoch's samples on validation prompts (paper §3.5: how SFT is chosen)."""
     from nanorlhf.evals.preference import fitting, sample_responses
     from nanorlhf.infra.jsonl import PROMPT
     from nanorlhf.reward import score_texts
-    rm, _, rm_ck = load_model(cfg.select_by_rm, device, kind="scalar")
+    rm, rm_ck = rm_and_ck
     rows = read_jsonl(os.path.join(cfg.data_dir, "val_prompts.jsonl"), PROMPT)
     rows = fitting(rows, tok, model.cfg.block_size, 48)[:cfg.select_prompts]
     scores = {}
     for e in range(1, cfg.epochs + 1):
-        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{e}.pt"), map_location=device,
-                                         weights_only=True))
+        model.load_state_dict(load_weights(os.path.join(cfg.out_dir, f"epoch{e}.pt"), map_location=device))
         model.eval()
         texts = sample_responses(model, tok, rows, 48, seed=cfg.seed)
         scores[e] = sum(score_texts(rm, tok, [r["prompt"] for r in rows], texts, device, rm_ck["extra"]["bias"])
@@ -145,25 +145,27 @@ def main(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
-    os.makedirs(cfg.out_dir, exist_ok=True)
 
-    # 1. the base model with residual dropout, and the demonstrations in the chat format
+    # 1. the base model with residual dropout, and the demonstrations in the chat format (and the RM that will
+    # choose the epoch: a wrong file is refused now, not after training)
     model, tok, base_ck = load_model(cfg.base, device, dropout=cfg.dropout)
     train, val = load_demos(cfg, tok, model.cfg.block_size)
+    rm, _, rm_ck = load_model(cfg.select_by_rm, device, kind="scalar") if cfg.select_by_rm else (None, None, None)
+    os.makedirs(cfg.out_dir, exist_ok=True)
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     max_steps = steps_per_epoch * cfg.epochs
     print(f"{len(train)} train / {len(val)} val demonstrations, {steps_per_epoch} steps per epoch")
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     log = MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=not cfg.resume)
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
-    epoch, step = 0, 0
+    epoch, step, val_start = 0, 0, None
     if cfg.resume:
         ck = load_checkpoint(ckpt_path, map_location="cpu")  # RNG states stay CPU tensors; load_state_dict moves
         check_resume_config(ck, config_dict(cfg), ignore=("resume", "device", "select_by_rm"))
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
         set_rng_state(ck["rng"])
-        epoch, step = ck["data_pos"]["epoch"], ck["step"]
+        epoch, step, val_start = ck["data_pos"]["epoch"], ck["step"], ck["extra"].get("val_start")
         log = MetricsLog(log.path, keep_until=step)  # the steps redone after the checkpoint are logged once
     extra = {"model_config": dataclasses.asdict(model.cfg), "tokenizer": base_ck["extra"]["tokenizer"],
              "inputs": {cfg.base: file_sha256(cfg.base),
@@ -174,8 +176,10 @@ def main(cfg: Config) -> dict:
     tokens, guard = 0, NonFiniteGuard(max_consecutive=3)
     val_losses = [val_loss(model, val, cfg, tok.pad_id, device)] if epoch == 0 else []
     if val_losses:
+        val_start = val_losses[0]  # the bound of a diverged run: DIVERGED x this (nanorlhf/infra/guard.py)
         log.write(0, **{"val/loss": val_losses[0]})
         print(f"epoch 0 (base model): val loss {val_losses[0]:.4f}")
+    extra["val_start"] = val_start
     while epoch < cfg.epochs:
         order = list(range(len(train)))
         random.Random(cfg.seed * 1000 + epoch).shuffle(order)
@@ -199,7 +203,10 @@ def main(cfg: Config) -> dict:
         vl = val_loss(model, val, cfg, tok.pad_id, device)
         val_losses.append(vl)
         log.write(step, **{"val/loss": vl, "epoch": epoch})
-        print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
+        if bar.due(step):
+            print(bar.line(step, epoch=epoch, train_loss=loss.item(), val_loss=vl))
+        guard.end_epoch(f"epoch {epoch}")                      # a diverged epoch is never saved
+        check_val(vl, val_start, f"after epoch {epoch}")
         atomic_torch_save(model.state_dict(), os.path.join(cfg.out_dir, f"epoch{epoch}.pt"))
         save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                         optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": epoch})
@@ -207,15 +214,16 @@ def main(cfg: Config) -> dict:
     # 3. choose the epoch (the paper: by RM score on validation prompts, not by validation loss)
     chosen = cfg.epochs
     if cfg.select_by_rm:
-        scores = rm_scores_by_epoch(model, tok, cfg, device)
+        scores = rm_scores_by_epoch(model, tok, cfg, (rm, rm_ck), device)
         chosen = max(scores, key=scores.get)
         print("RM score by epoch: " + ", ".join(f"{e}: {s:+.3f}" for e, s in scores.items()))
-        model.load_state_dict(torch.load(os.path.join(cfg.out_dir, f"epoch{chosen}.pt"), map_location=device,
-                                         weights_only=True))
+        model.load_state_dict(load_weights(os.path.join(cfg.out_dir, f"epoch{chosen}.pt"), map_location=device))
         extra["rm_scores"] = {str(k): v for k, v in scores.items()}
     save_checkpoint(ckpt_path, model=model.state_dict(), config=config_dict(cfg), step=step,
                     optim=opt.state_dict(), data_pos={"epoch": epoch}, extra={**extra, "epoch": chosen})
-    plot_curves(log.read(), ["train/loss", "val/loss"], os.path.join(cfg.out_dir, "loss.png"), title="SFT")
+    kind = "SFT" if cfg.demos == "sft.jsonl" else f"SFT on {cfg.demos} (the FLAN/T0 analog)"
+    plot_curves(log.read(), ["train/loss", "val/loss"], os.path.join(cfg.out_dir, "loss.png"),
+                title=stage_title(kind, cfg.out_dir, count_params(model)["total"]))
     print(f"done: val loss by epoch {[round(v, 4) for v in val_losses]}; chose epoch {chosen} -> {ckpt_path}")
     return {"val_losses": val_losses, "chosen_epoch": chosen, "ckpt": ckpt_path, "model": model,
             "flops": flops_per_token(model.cfg) * tokens}

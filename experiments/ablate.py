@@ -99,6 +99,8 @@ class Config:
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("n_eval",)
+    RULES: ClassVar[tuple] = ((lambda c: c.size in c.recipe.names(),
+                               "--size={size} is not one of the recipe's --sizes"),)
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(run_dir="out/tiny", size="a", data_dir="data/tiny", out_dir="out/tiny/ablate", n_eval=16, doc="",

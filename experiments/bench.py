@@ -315,7 +315,7 @@ def bench_rm(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
     def fit(one_pass: bool, dt: str):
         with autocast(dt, device):
             hp = RewardConfig(lr=1e-6, epochs=1, batch_prompts=8, one_pass=one_pass)
-            fit_reward_model(rm, tok, comps, hp, seed=0, progress=False)
+            fit_reward_model(rm, tok, comps, hp, seed=0)
 
     fast, plain = interleaved(lambda: fit(True, dtype), lambda: fit(False, "float32"), b.reps, device)
     steps = len(comps) // 8

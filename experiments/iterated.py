@@ -108,9 +108,15 @@ class Config:
     """cpu, cuda, or auto"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("rounds", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch",
-                                 "pm_epochs", "batch_prompts", "round_iterations", "ppo_minibatch_size")
+    POSITIVE: ClassVar[tuple] = ("rounds", "max_new_tokens", "temperature", "gen_batch", "pm_epochs", "batch_prompts",
+                                 "round_iterations", "ppo_minibatch_size")
     NONNEGATIVE: ClassVar[tuple] = ("prompts_per_round", "ai_pairs_per_round")
+    RANGES: ClassVar[dict] = {"k_min": "[2, 9]", "k_max": "[2, 9]"}
+    RULES: ClassVar[tuple] = (
+        (lambda c: c.k_min <= c.k_max, "--k_min={k_min} is above --k_max={k_max}"),
+        (lambda c: c.ppo_minibatch_size <= c.recipe.ppo_batch,
+         "--ppo_minibatch_size={ppo_minibatch_size} is above the recipe's --ppo_batch"),
+    )
 
     PRESETS: ClassVar[dict] = {
         "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/iterated", rounds=2,
@@ -181,7 +187,7 @@ def main(cfg: Config) -> dict:
         pm = ScalarHeadModel.from_gpt(sft).to(device) if pm is None else pm
         print(f"round {r + 1}: fitting the PM on {len(all_cmp)} comparisons ({human} human, {ai} AI)")
         pm_hp = RewardConfig(lr=cfg.recipe.rm_lr, epochs=cfg.pm_epochs, batch_prompts=cfg.batch_prompts)
-        fit_reward_model(pm, tok, all_cmp, pm_hp, seed=cfg.seed + r, progress=False)
+        fit_reward_model(pm, tok, all_cmp, pm_hp, seed=cfg.seed + r)
         bias = demo_bias(pm, tok, demos, device)
         pm_path = os.path.join(cfg.out_dir, f"rm{r + 1}.pt")
         save_checkpoint(pm_path, model=pm.state_dict(), config=config_dict(cfg), step=r + 1,

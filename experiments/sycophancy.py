@@ -35,13 +35,24 @@ from nanorlhf.evals.common import md_table, new_figure, pct, rate_errorbar, save
 from nanorlhf.evals.context import EvalContext
 from nanorlhf.evals.sycophancy import policy_rates, rm_preference, versus, versus_half
 from nanorlhf.infra.cli import run
-from nanorlhf.infra.config import parse_config
+from nanorlhf.infra.config import ConfigError, parse_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import write_text
 from nanorlhf.infra.jsonl import PROMPT, read_jsonl, write_jsonl
 from nanorlhf.recipe import Recipe
 from nanorlhf.world.beliefs import belief_prompt
 from nanorlhf.world.judge import Judge, meta_of, world_of
+
+
+def parse_shares(spec: str) -> list[float]:
+    """'0,0.25,0.5' -> [0.0, 0.25, 0.5]; ConfigError unless each is a share in [0, 1]."""
+    try:
+        out = [float(s) for s in spec.split(",") if s.strip()]
+    except ValueError:
+        out = []
+    if not out or not all(0 <= s <= 1 for s in out):
+        raise ConfigError(f"--shares={spec}: give comma-separated shares in [0, 1], e.g. 0,0.25,0.5")
+    return out
 
 
 @dataclass
@@ -79,7 +90,11 @@ class Config:
     """retrain a share whose RM and PPO checkpoints exist (otherwise they are reused and only judged again)"""
 
     POSITIVE: ClassVar[tuple] = ("belief_rm", "belief_ppo")
-    NONNEGATIVE: ClassVar[tuple] = ("false_share", "kept_rm_prompts")
+    NONNEGATIVE: ClassVar[tuple] = ("kept_rm_prompts",)
+    RANGES: ClassVar[dict] = {"false_share": "[0, 1]"}
+    RULES: ClassVar[tuple] = ((lambda c: c.size in c.recipe.names(),
+                               "--size={size} is not one of the recipe's --sizes"),
+                              (lambda c: bool(parse_shares(c.shares)), "--shares={shares}"))
     CHOICES: ClassVar[dict] = {"preset": ("tiny", "small")}
     PRESETS: ClassVar[dict] = {
         "tiny": dict(run_dir="out/tiny", data_dir="data/tiny", out_dir="out/tiny/sycophancy", size="a",
@@ -153,7 +168,7 @@ def train_share(cfg: Config, share: float) -> dict:
 
 
 def main(cfg: Config) -> dict:
-    shares = [float(s) for s in cfg.shares.split(",") if s.strip()]
+    shares = parse_shares(cfg.shares)
     runs = {s: train_share(cfg, s) for s in shares}
     judge = Judge(cfg.data_dir, cfg.labeler_seed)
     items = [it for it in world_of(cfg.data_dir).benchmarks["sycophancy"] if not it["belief"]["holds"]]

@@ -29,3 +29,9 @@ def chat_example(tok, prompt: str, response: str) -> tuple[list[int], list[int]]
 def fits(ids: list[int], block_size: int) -> bool:
     """Whether a training example fits the model's context (inputs are ids[:-1])."""
     return len(ids) - 1 <= block_size
+
+
+def is_base(ck: dict) -> bool:
+    """Whether a checkpoint is a pretrained base model, which never saw the chat format (its config names a corpus,
+    not a base to fine-tune): it gets a prompt as raw text, the "GPT" baseline of InstructGPT Figure 1."""
+    return "corpus" in ck["config"] and "base" not in ck["config"]

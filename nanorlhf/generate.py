@@ -54,15 +54,24 @@ class SamplingConfig:
     compact: bool = True
     """finished rows leave the batch and its cache (a row's sample does not depend on the others: tested)"""
 
-    POSITIVE: ClassVar[tuple] = ("max_new_tokens", "temperature", "top_p")
+    POSITIVE: ClassVar[tuple] = ("max_new_tokens", "temperature")
     NONNEGATIVE: ClassVar[tuple] = ("top_k",)
+    RANGES: ClassVar[dict] = {"top_p": "(0, 1]"}
     CHOICES: ClassVar[dict] = {"cache_dtype": ("float32", "bfloat16")}
 
     def __post_init__(self):
         check_values(self)
-        if self.top_p > 1:
-            from nanorlhf.infra.config import ConfigError
-            raise ConfigError(f"--top_p={self.top_p}: must be in (0, 1]")
+
+
+MIN_PROMPT = 8  # tokens a chat prompt needs at least: the turn markers and a few words
+
+
+def check_room(max_new_tokens: int, block_size: int) -> None:
+    """Refuse a response length that leaves no room for a prompt in the model's context (before any sampling)."""
+    if max_new_tokens > block_size - MIN_PROMPT:
+        from nanorlhf.infra.config import ConfigError
+        raise ConfigError(f"--max_new_tokens={max_new_tokens} leaves no room for a prompt in the model's context of "
+                          f"{block_size} tokens (at most {block_size - MIN_PROMPT})")
 
 
 @dataclass
@@ -129,14 +138,16 @@ def inverse_cdf_sample(probs, u):
 
 @torch.no_grad()
 def generate(model: GPT, prompts: list[list[int]], sampling: SamplingConfig = SamplingConfig(), *, stop_token=None,
-             pad_id=0, generator: torch.Generator | None = None, row_seeds=None) -> Rollout:
+             pad_id=0, generator: torch.Generator | None = None, row_seeds=None, on_token=None) -> Rollout:
     """Sample up to sampling.max_new_tokens per prompt, each row ending at stop_token (kept in the response).
 
     greedy takes the argmax and records its log-prob under softmax(logits / temperature).
     row_seeds (one int per prompt) fixes each row's randomness whatever its batch; else a base
     seed is drawn from `generator` (default_row_seeds).
     Without the cache (use_cache=False) the whole prefix is recomputed at every step: the naive
-    loop, kept as the reference the cache is tested against. With it, rows that have emitted the stop
+    loop, kept as the reference the cache is tested against. on_token, if given, is called after each step with
+    the (B,) tokens just written (pad for finished rows): sample.py streams an answer with it. With the cache, rows
+    that have emitted the stop
     token leave the batch and its cache (compact) once a quarter of the rows still decoding have
     finished, so the forward passes stop computing on finished rows.
     """
@@ -176,6 +187,8 @@ def generate(model: GPT, prompts: list[list[int]], sampling: SamplingConfig = Sa
         logprobs[rows, col] = torch.where(alive, logp.gather(-1, nxt[:, None]).squeeze(-1), 0.0)
         if stop_token is not None:
             done[rows] = ~alive | (nxt == stop_token)  # the stop token itself is part of the response
+        if on_token is not None:
+            on_token(tokens[:, col])
         if done.all() or t == N - 1:
             break
         # 3. next-token logits: one new position with the cache, the whole prefix without

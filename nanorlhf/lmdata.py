@@ -16,6 +16,8 @@ import os
 
 import torch
 
+from nanorlhf.infra.schemas import DataError
+
 
 def read_corpus(path) -> list[str]:
     """Documents of a corpus: a .jsonl of {"text": ...} rows, or a .txt split at blank lines."""
@@ -53,9 +55,9 @@ class LMBatches:
     """Seeded, resumable iterator of (x, y) batches over a token stream."""
 
     def __init__(self, stream: torch.Tensor, block_size: int, batch_size: int, seed: int = 0):
-        if len(stream) < block_size + 2:
-            raise ValueError(f"token stream of {len(stream)} tokens is shorter than one block "
-                             f"({block_size + 1}); use a smaller block_size or more text")
+        if len(stream) < 2 * block_size + 2:  # every epoch's random shift must leave a whole block
+            raise DataError(f"a token stream of {len(stream)} tokens is shorter than two blocks "
+                            f"({2 * block_size + 2}); use a smaller --block_size or more text")
         self.stream, self.T, self.B, self.seed = stream, block_size, batch_size, seed
         self.epoch, self.index = 0, 0
         self._order = self._make_order()

@@ -16,10 +16,13 @@ their real tokens as each prompt alone (tests/test_model.py checks this).
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from nanorlhf.infra.config import check_values
 
 # -----------------------------------------------------------------------------
 
@@ -40,6 +43,14 @@ class GPTConfig:
     """residual/attention/embedding dropout (InstructGPT SFT uses 0.2)"""
     attn: str = "manual"
     """'manual' (readable masked softmax) or 'sdpa' (F.scaled_dot_product_attention)"""
+
+    # values checked when a config is built (nanorlhf/infra/config.py check_values): from flags or a checkpoint
+    POSITIVE: ClassVar[tuple] = ("vocab_size", "n_layer", "n_head", "n_embd")
+    RANGES: ClassVar[dict] = {"block_size": "[1, 8192]", "dropout": "[0, 1)"}  # 8192: 4x GPT-3's context
+    RULES: ClassVar[tuple] = ((lambda c: c.n_embd % c.n_head == 0, "--n_head={n_head} must divide --n_embd={n_embd}"),)
+
+    def __post_init__(self):
+        check_values(self)
 
 
 class KVCache:

@@ -90,10 +90,14 @@ class PPOConfig:
         return self.logprob_temperature or self.temperature
 
     POSITIVE: ClassVar[tuple] = ("batch_size", "minibatch_size", "ppo_epochs", "max_new_tokens", "temperature",
-                                 "kl_horizon", "clip")
-    NONNEGATIVE: ClassVar[tuple] = ("lr", "grad_clip", "beta", "target_kl", "gamma", "lam", "vf_coef", "ptx_coef",
-                                    "eos_penalty", "logprob_temperature")  # lr 0: the identity check of a step
+                                 "kl_horizon", "grad_clip")  # a clip of 0 would zero every gradient
+    NONNEGATIVE: ClassVar[tuple] = ("lr", "beta", "target_kl", "vf_coef", "ptx_coef", "eos_penalty",
+                                    "logprob_temperature")  # lr 0: the identity check of a step
+    RANGES: ClassVar[dict] = {"gamma": "[0, 1]", "lam": "[0, 1]", "clip": "(0, 1)"}
     CHOICES: ClassVar[dict] = {"value_init": ("rm", "sft"), "kl_estimator": ("k1", "k3")}
+    RULES: ClassVar[tuple] = ((lambda c: c.minibatch_size <= c.batch_size,
+                               "--minibatch_size={minibatch_size} is above --batch_size={batch_size} (episodes per "
+                               "iteration)"),)
 
 
 # -----------------------------------------------------------------------------

@@ -16,11 +16,17 @@ Example:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from nanorlhf.infra.config import check_values, per_size
+from nanorlhf.infra.config import ConfigError, check_values, per_size
 from nanorlhf.infra.precision import resolve_dtype
+
+
+def heads(n_embd: int) -> int:
+    """Attention heads of a model n_embd wide: one per 32 channels."""
+    return max(1, n_embd // 32)
 
 
 @dataclass(frozen=True)
@@ -95,8 +101,26 @@ class Recipe:
 
     def __post_init__(self):
         check_values(self)
+        self.shapes()  # every size well formed, and then every per-size setting has a valid value for each:
         for name in ("pretrain_steps", "sft_epochs", "sft_lr", "sft_dropout", "ptx_coef", "ppo_iterations"):
-            self.per_size(name)  # every size has a valid value: refused here, before any work
+            self.per_size(name)  # refused here, before any work
+        if any(not 0 <= v < 1 for v in self.per_size("sft_dropout").values()):
+            raise ConfigError(f"--sft_dropout={self.sft_dropout}: each must be in [0, 1)")
+
+    def shapes(self) -> dict[str, tuple[int, int]]:
+        """{size: (n_layer, n_embd)} from `sizes`, largest first; ConfigError for a malformed size."""
+        out = {}
+        for spec in self.sizes.split(","):
+            m = re.fullmatch(r"([\w.-]+):([1-9]\d*)x([1-9]\d*)", spec.strip())
+            if not m or m[1] in out:
+                raise ConfigError(f"--sizes={self.sizes}: {spec!r} is not name:n_layerxn_embd (e.g. 1m:4x128), "
+                                  "each name once")
+            n_layer, n_embd = int(m[2]), int(m[3])
+            if n_embd % heads(n_embd):
+                raise ConfigError(f"--sizes={self.sizes}: the width {n_embd} of {m[1]} does not divide into its "
+                                  f"{heads(n_embd)} heads (one per 32 channels)")
+            out[m[1]] = (n_layer, n_embd)
+        return out
 
     def resolved(self, device: str) -> "Recipe":
         """This recipe with dtype auto resolved for the device (bfloat16 where native), as every stage's config
@@ -105,7 +129,7 @@ class Recipe:
 
     def names(self) -> list[str]:
         """The model sizes' names, largest first."""
-        return [spec.split(":")[0] for spec in self.sizes.split(",")]
+        return list(self.shapes())
 
     def per_size(self, name: str) -> dict:
         """A per-size field as {size: value} (pretrain_steps, sft_epochs, ..., ptx_coef)."""
@@ -114,8 +138,8 @@ class Recipe:
 
     def pretrain_flags(self, size: str) -> list[str]:
         """pretrain.py's flags for one size: its shape (a head per 32 channels) and its steps."""
-        n_layer, n_embd = (int(x) for x in dict(s.split(":") for s in self.sizes.split(","))[size].split("x"))
-        return [f"--n_layer={n_layer}", f"--n_embd={n_embd}", f"--n_head={max(1, n_embd // 32)}",
+        n_layer, n_embd = self.shapes()[size]
+        return [f"--n_layer={n_layer}", f"--n_embd={n_embd}", f"--n_head={heads(n_embd)}",
                 f"--max_steps={self.per_size('pretrain_steps')[size]}", f"--attn={self.attn}", f"--dtype={self.dtype}"]
 
     def sft_flags(self, size: str, flan: bool = False) -> list[str]:

@@ -13,8 +13,9 @@ tied pairs (they say nothing about which is better) and divide by the number
 of untied pairs; with no ties that number is C(K, 2) and the loss is the paper's.
 """
 
-from dataclasses import dataclass
-from typing import ClassVar
+import math
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -189,26 +190,72 @@ def comparison_texts(comparisons: list[dict]) -> tuple[list[str], list[str], lis
 # one epoch of RM training
 
 
-def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed: int, log=None,
-                     progress: bool = True, chunk: int = 16) -> list[float]:
+@dataclass
+class RMFit:
+    """Where an RM fit stands, enough to continue it exactly (train_rm.py --resume), and its hooks."""
+    step: int = 0
+    """gradient steps done"""
+    epoch: int = 0
+    """the epoch the step is in"""
+    order_state: torch.Tensor | None = None
+    """the batch-order generator's state at the start of that epoch (None: the seed's)"""
+    losses: list = field(default_factory=list)
+    """every step's loss so far"""
+    accs: list = field(default_factory=list)
+    """every step's pairwise accuracy so far"""
+    optim: dict | None = None
+    """the optimiser's state"""
+    save: Callable | None = None
+    """save(fit) after every `every`-th step and the last (a resume point)"""
+    every: int = 0
+    validate: Callable | None = None
+    """validate() -> the validation accuracy, logged as val/accuracy before the first step and after each fifth
+    of them, in eval mode and without gradients (it draws no random numbers: the fit is unchanged)"""
+
+    def state(self) -> dict:
+        """The fields a resume point keeps (all but the hooks)."""
+        return {k: getattr(self, k) for k in ("step", "epoch", "order_state", "losses", "accs", "optim")}
+
+
+def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed: int, log=None, chunk: int = 16,
+                     fit: RMFit | None = None) -> list[float]:
     """InstructGPT §3.5: each prompt's K-way ranking is ONE batch element (shuffling pairs overfits).
 
     hp.one_pass scores all the step's completions (every prompt's K) together, in length-sorted forward
     passes of `chunk` rows; False runs one forward per prompt (the plain path; the same loss to float rounding).
-    A non-finite step is skipped and counted; 3 in a row stop the fit (nanorlhf/infra/guard.py).
+    A non-finite step is skipped and counted; 3 in a row stop the fit, as does an epoch of zero gradients
+    (nanorlhf/infra/guard.py). With a log, progress lines are printed too. `fit` continues an earlier fit
+    exactly (its batch order, optimiser and losses), saves resume points and logs validation accuracy
+    (RMFit's hooks); the losses of every step return.
     """
     from nanorlhf.infra.guard import NonFiniteGuard
     from nanorlhf.infra.metrics import Progress
     from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
-    train, lr, batch_prompts = usable(comparisons), hp.lr, hp.batch_prompts
+    train, lr, batch_prompts, fit = usable(comparisons), hp.lr, hp.batch_prompts, fit or RMFit()
     device = next(rm.parameters()).device
     opt = make_optimizer(rm, lr, weight_decay=0.0)
+    if fit.optim is not None:
+        opt.load_state_dict(fit.optim)
     g = torch.Generator().manual_seed(seed)
-    steps = hp.epochs * ((len(train) + batch_prompts - 1) // batch_prompts)
-    bar, losses, accs, step, guard = Progress(steps, "rm"), [], [], 0, NonFiniteGuard(max_consecutive=3)
+    if fit.order_state is not None:
+        g.set_state(fit.order_state)
+    per_epoch = math.ceil(len(train) / batch_prompts)
+    steps = hp.epochs * per_epoch
+    bar, losses, accs, step = Progress(steps, "rm", fit.step), fit.losses, fit.accs, fit.step
+    guard, every = NonFiniteGuard(max_consecutive=3), max(1, min(10, steps // 20))
+
+    def check(step: int) -> None:
+        if fit.validate is not None and log is not None and (step == 0 or 5 * step // steps > 5 * (step - 1) // steps):
+            rm.eval()
+            with torch.no_grad():
+                log.write(step, **{"val/accuracy": fit.validate()})
+            rm.train()
     rm.train()
-    for _ in range(hp.epochs):
-        for idx in torch.randperm(len(train), generator=g).split(batch_prompts):
+    if step == 0:
+        check(0)
+    for epoch in range(fit.epoch, hp.epochs):
+        order_state = g.get_state()
+        for idx in torch.randperm(len(train), generator=g).split(batch_prompts)[step - epoch * per_epoch:]:
             set_lr(opt, cosine_lr(step, steps, lr, warmup=max(1, steps // 20), min_lr=lr / 10))
             batch = [train[i] for i in idx.tolist()]
             if hp.one_pass:
@@ -227,11 +274,16 @@ def fit_reward_model(rm, tok, comparisons: list[dict], hp: RewardConfig, *, seed
             losses.append(loss.item())
             accs.append(sum(pairwise_accuracy(r.detach(), ranking_to_ranks(c["ranking"]))
                             for r, c in zip(rewards, batch)) / len(batch))
-            if log is not None and step % 10 == 0:
-                log.write(step, **{"rm/loss": sum(losses[-10:]) / len(losses[-10:]),
-                                   "rm/accuracy": sum(accs[-10:]) / len(accs[-10:])})
-            if progress and (step % max(1, steps // 10) == 0 or step == steps):
+            if log is not None and step % every == 0:  # means over the last `every` steps: a curve of 20+ points
+                log.write(step, **{"rm/loss": sum(losses[-every:]) / every, "rm/accuracy": sum(accs[-every:]) / every})
+            if log is not None and bar.due(step):
                 print(bar.line(step, loss=sum(losses[-20:]) / len(losses[-20:])))
+            check(step)
+            if step == (epoch + 1) * per_epoch:
+                guard.end_epoch(f"RM epoch {epoch + 1}")  # before its last step's resume point is saved
+            if fit.save is not None and ((fit.every and step % fit.every == 0) or step == steps):
+                fit.step, fit.epoch, fit.order_state, fit.optim = step, epoch, order_state, opt.state_dict()
+                fit.save(fit)
     rm.eval()
     return losses
 

@@ -18,7 +18,7 @@ import torch
 
 from nanorlhf.chat import chat_prompt
 from nanorlhf.generate import Rollout, SamplingConfig, generate_in_length_groups, response_texts
-from nanorlhf.infra.jsonl import PROMPT, read_jsonl
+from nanorlhf.infra.jsonl import PROMPT, DataError, read_jsonl
 from nanorlhf.lmdata import LMBatches, encode_docs, read_corpus
 from nanorlhf.ppo import PPOConfig
 
@@ -30,7 +30,7 @@ class PromptSampler:
         rows = read_jsonl(path, PROMPT)
         self.rows = [r for r in rows if len(chat_prompt(tok, r["prompt"])) <= max_prompt_tokens]
         if not self.rows:
-            raise ValueError(f"no prompt in {path} fits {max_prompt_tokens} tokens")
+            raise DataError(f"{path}: no prompt fits in {max_prompt_tokens} tokens (the context less --max_new_tokens)")
         self.tok, self.seed, self.epoch, self.index = tok, seed, 0, 0
         self._order = self._make_order()
 

@@ -31,6 +31,7 @@ import sys
 import time
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -38,6 +39,7 @@ import tiktoken
 import tiktoken.load
 
 from nanorlhf.infra.fileio import atomic_write, write_text
+from nanorlhf.infra.schemas import DataError
 
 # GPT-2's pre-tokeniser, in the Rust (fancy-regex) syntax tiktoken compiles.
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -253,27 +255,39 @@ class Tokenizer:
     # -- file format: <path> is a .tiktoken file (one `base64(bytes) rank` per
     # line, readable by tiktoken.load.load_tiktoken_bpe); <path>.json holds
     # the name, pat_str and special tokens, which that format has no room for.
+    # Checkpoints hold the same as one dict (to_dict), so they travel without the file.
+
+    def to_dict(self) -> dict:
+        """The whole tokenizer as strings and ints: name, pat_str, special_tokens, and ranks in the .tiktoken text."""
+        ranks = sorted(self.enc._mergeable_ranks.items(), key=lambda kv: kv[1])
+        return {"name": self.enc.name, "pat_str": self.enc._pat_str,
+                "special_tokens": dict(sorted(self.enc._special_tokens.items(), key=lambda kv: kv[1])),
+                "ranks": "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Tokenizer":
+        ranks = {}
+        for line in d["ranks"].splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+        return cls._build(d["name"], d["pat_str"], ranks, d["special_tokens"])
 
     def save(self, path) -> None:
-        path = Path(path)
-        ranks = sorted(self.enc._mergeable_ranks.items(), key=lambda kv: kv[1])
-        atomic_write(path, lambda f: f.write(b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks)))
-        meta = {"name": self.enc.name, "pat_str": self.enc._pat_str,
-                "special_tokens": dict(sorted(self.enc._special_tokens.items(), key=lambda kv: kv[1]))}
-        write_text(str(path) + ".json", json.dumps(meta, indent=1) + "\n")
+        d = self.to_dict()
+        atomic_write(path, lambda f: f.write(d.pop("ranks").encode()))
+        write_text(str(path) + ".json", json.dumps(d, indent=1) + "\n")
 
     @classmethod
     def load(cls, path) -> "Tokenizer":
         # Parsed here, not with load_tiktoken_bpe: that caches local files too,
         # keyed by path, and would hand back stale ranks after a re-save.
         path = Path(path)
-        ranks = {}
-        for line in path.read_bytes().splitlines():
-            if line:
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-        meta = json.loads(Path(str(path) + ".json").read_text(encoding="utf-8"))
-        return cls._build(meta["name"], meta["pat_str"], ranks, meta["special_tokens"])
+        try:
+            meta = json.loads(Path(str(path) + ".json").read_text(encoding="utf-8"))
+            return cls.from_dict({**meta, "ranks": path.read_text(encoding="ascii")})
+        except (ValueError, KeyError, TypeError) as e:  # a damaged or foreign file: say which, in one line
+            raise DataError(f"{path} is not a tokenizer file of this project ({type(e).__name__}: {e})") from None
 
     # -- encode / decode
 
@@ -340,6 +354,20 @@ def bench(vocab_size: int = 2048) -> None:
     print(f"trained {tok.vocab_size} tokens in {dt:.1f}s; {100_000 / len(ids):.2f} chars/token")
 
 
+@dataclass
+class BenchConfig:
+    bench: bool = False
+    """time the BPE training on 5 MB of English-like text (python -m nanorlhf.tokenizer --bench)"""
+    vocab_size: int = 2048
+    """the vocabulary size to train"""
+
+
+def main(cfg: BenchConfig) -> None:
+    if not cfg.bench:
+        raise SystemExit("nothing to do: --bench times the BPE training (--help lists the flags)")
+    bench(cfg.vocab_size)
+
+
 if __name__ == "__main__":
-    if "--bench" in sys.argv:
-        bench()
+    from nanorlhf.infra.cli import run
+    run(main, BenchConfig, __doc__)

@@ -110,3 +110,28 @@ def test_per_size_values_map_each_size_and_refuse_gaps():
                      ("1m:1,100k:-1", {"positive": False}), ("nan", {})):
         with pytest.raises(ConfigError, match="--flag="):
             per_size(spec, ["1m", "100k"], "flag", **kw)
+
+
+def test_flags_in_either_style_and_bare_booleans():
+    """`--name value` reads as `--name=value` (the preset too), a bare boolean flag is true, `--flag false` reads,
+    and a negative number is a value, not a flag."""
+    spaced = parse_config(Cfg, ["--preset", "tiny", "--lr", "-0.5", "--fused", "--init", "a.pt"])
+    assert spaced == parse_config(Cfg, ["--preset=tiny", "--lr=-0.5", "--fused=true", "--init=a.pt"])
+    assert parse_config(Cfg, ["--fused", "--steps", "3"]).fused is True
+    assert parse_config(Cfg, ["--fused", "false", "--steps", "3"]) == parse_config(Cfg, ["--steps=3"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lr"], "--lr needs a value"),
+    (["--steps", "--lr=1"], "--steps needs a value"),
+    (["--preset"], "--preset needs a value"),
+    (["--fused", "maybe"], "expected --name=value or --name value, got 'maybe'"),
+    (["--stepz", "3"], "did you mean --steps?"),
+])
+def test_flag_errors_never_suggest_the_flag_just_typed(argv, message):
+    """A flag without its value says so, a stray word is named, and no hint offers back the name that was typed."""
+    with pytest.raises(ConfigError) as e:
+        parse_config(Cfg, argv)
+    assert message in str(e.value)
+    typed = {a.split("=")[0] for a in argv if a.startswith("--")}
+    assert not any(f"did you mean {t}?" in str(e.value) for t in typed)

@@ -1,13 +1,16 @@
-"""One non-finite policy for every training loop (nanorlhf/infra/guard.py), and no non-finite model on disk."""
+"""One non-finite policy for every training loop (nanorlhf/infra/guard.py), and no non-finite model on disk; a finite
+run that diverges or learns nothing stops too, and saves nothing."""
 import os
 
 import pytest
 import torch
 
 import train_rm
+import train_sft
 from nanorlhf.checkpoint import CheckpointError, save_checkpoint
+from nanorlhf.infra import cli
 from nanorlhf.infra.config import parse_config
-from nanorlhf.infra.guard import NonFiniteError, NonFiniteGuard
+from nanorlhf.infra.guard import DivergedError, NonFiniteError, NonFiniteGuard, check_val
 
 
 def test_non_finite_guard():
@@ -43,3 +46,50 @@ def test_diverging_rm_stops_and_saves_nothing(stages):
     with pytest.raises((NonFiniteError, CheckpointError), match="non-finite"):
         train_rm.main(cfg)
     assert not os.path.exists(os.path.join(out, "ckpt.pt"))
+
+
+def test_an_epoch_of_zero_gradients_is_a_failure():
+    """end_epoch raises when every step of the epoch had a zero gradient norm, not when one step moved; a check
+    without a gradient (PPO's score) counts for neither."""
+    guard = NonFiniteGuard()
+    guard.check(loss=1.0, grad_norm=0.0)
+    guard.check(loss=1.0, grad_norm=0.5)
+    guard.end_epoch()                                      # one step moved: fine
+    guard.check(score=1.0)
+    guard.end_epoch()                                      # no gradient seen at all: nothing to judge
+    guard.check(loss=1.0, grad_norm=0.0)
+    with pytest.raises(DivergedError, match="every gradient of the epoch 3 was zero"):
+        guard.end_epoch("epoch 3")
+    check_val(9.9, 1.0, "after epoch 1")                   # under 10x its start
+    with pytest.raises(DivergedError, match="after epoch 2 is 10.1, over 10x its start"):
+        check_val(10.1, 1.0, "after epoch 2")
+
+
+def sft_flags(stages, out, *extra):
+    return ["--preset=tiny", f"--base={stages['out']}/base/ckpt.pt", f"--data_dir={stages['data']}",
+            f"--out_dir={out}", "--epochs=1", *extra]
+
+
+def test_a_diverging_sft_run_exits_1_and_saves_nothing(stages, tmp_path, capsys):
+    """train_sft.py --lr=1e3: the validation loss ends its epoch far past 10x the base model's, so the run stops in
+    one line (exit 1) and writes neither the epoch's weights nor a checkpoint."""
+    out = tmp_path / "sft"
+    with pytest.raises(SystemExit) as e:
+        cli.run(train_sft.main, train_sft.Config, train_sft.__doc__, sft_flags(stages, out, "--lr=1e3"))
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1 and "diverged" in err, err
+    assert not [n for n in os.listdir(out) if n.endswith(".pt")]
+
+
+def test_zero_gradients_for_an_epoch_stop_sft_before_it_saves(stages, tmp_path, monkeypatch):
+    """Every gradient zeroed after the backward pass (as a clip of 0 would): the epoch changes nothing, and SFT
+    stops with DivergedError before writing its weights."""
+    def zero_all(model, max_norm):
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.zero_()
+        return 0.0
+    monkeypatch.setattr(train_sft, "clip_grad", zero_all)
+    with pytest.raises(DivergedError, match="every gradient of the epoch 1 was zero"):
+        train_sft.main(parse_config(train_sft.Config, sft_flags(stages, tmp_path / "sft")))
+    assert not [n for n in os.listdir(tmp_path / "sft") if n.endswith(".pt")]

@@ -1,6 +1,7 @@
-"""The labeling server under odd and hostile clients: a non-ASCII Content-Length, a client that trickles its
-request, and a burst of 200 clients at once (bounded, on 127.0.0.1)."""
+"""The labeling server under odd and hostile clients: a non-ASCII or absurdly long Content-Length, a client that
+resets its connection, one that trickles its request, and a burst of 200 clients at once (bounded, on 127.0.0.1)."""
 import socket
+import struct
 import threading
 import time
 
@@ -20,6 +21,40 @@ def test_a_non_ascii_content_length_gets_400(world, tmp_path):
         s.close()
         assert reply.startswith(b"HTTP/1.0 400") or reply.startswith(b"HTTP/1.1 400"), reply[:80]
         assert read_bytes(server.log.path) == before
+
+
+def test_an_absurd_content_length_gets_400(world, tmp_path):
+    """A Content-Length of 5,000 digits (int() refuses over 4,300): a 400 answer, not a handler dying without one."""
+    with running(str(tmp_path / "a.jsonl"), queue(world)) as server:
+        before = read_bytes(server.log.path)
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.sendall(b"POST /api/label HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %s\r\n"
+                  b"Content-Type: application/json\r\nX-Token: %s\r\nOrigin: %s\r\n\r\n{}"
+                  % (server.port, b"9" * 5000, server.token.encode(), server.origin.encode()))
+        reply = s.recv(4096)
+        s.close()
+        assert reply.split(b"\r\n")[0].endswith(b" 400 Bad Request"), reply[:80]
+        assert read_bytes(server.log.path) == before
+
+
+def test_a_client_reset_is_one_line_not_a_traceback(world, tmp_path, capsys):
+    """A client that resets its connection mid-request (RST, not FIN) is logged as one line on stderr; the server
+    goes on answering."""
+    with running(str(tmp_path / "a.jsonl"), queue(world)) as server:
+        capsys.readouterr()
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.sendall(b"POST /api/label HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % server.port)
+        port = s.getsockname()[1]
+        time.sleep(0.2)                                              # the handler is reading the headers
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()                                                    # linger 0: the close sends a reset
+        deadline, err = time.monotonic() + 5, ""
+        while "dropped the connection" not in err and time.monotonic() < deadline:
+            time.sleep(0.05)
+            err += capsys.readouterr().err
+        assert err.strip().splitlines() == [f"label server: client 127.0.0.1:{port} dropped the connection "
+                                            "(ConnectionResetError)"], err
+        assert state(server)["progress"]["done"] == 0
 
 
 def test_a_client_trickling_its_headers_is_cut_off(world, tmp_path, monkeypatch):

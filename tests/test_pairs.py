@@ -1,5 +1,6 @@
 """Preference pairs both ways (nanorlhf/interop/pairs.py): TRL, TRL conversational and HH rows out of K-way comparisons and
-back in, rows that cannot be used refused with their line, and train_rm.py / train_dpo.py training on --pairs."""
+back in (implicit prompts and multi-turn rows read as far as they go, unusable rows skipped and reported), and
+train_rm.py / train_dpo.py training on --pairs."""
 import json
 import os
 
@@ -61,21 +62,63 @@ def test_hh_rows_follow_the_convention():
     assert row["rejected"].rsplit("\n\nAssistant: ", 1) == ["\n\nHuman: Name a fox.", "Mira."]
 
 
-@pytest.mark.parametrize("row, problem", [
-    ({"chosen": "\n\nHuman: a\n\nAssistant: b\n\nHuman: c\n\nAssistant: d", "rejected": "x"}, "one HH turn"),
-    ({"prompt": "Q", "chosen": "a"}, "expected a string"),
+BAD_ROWS = [
+    ({"prompt": "Q", "chosen": "a"}, "needs prompt, chosen and rejected"),
+    ({"prompt": "Q", "chosen": "a", "rejected": None}, "expected a string"),
     ({"prompt": [{"role": "user", "content": "Q"}], "chosen": [{"role": "user", "content": "a"}],
-      "rejected": [{"role": "assistant", "content": "b"}]}, "one assistant message"),
+      "rejected": [{"role": "assistant", "content": "b"}]}, "must end with an assistant message"),
     ({"chosen": "\n\nHuman: a\n\nAssistant: b", "rejected": "\n\nHuman: z\n\nAssistant: b"}, "different prompts"),
     ({"text": "hello"}, "needs prompt, chosen and rejected"),
-])
-def test_rows_that_cannot_be_used_are_refused_with_their_line(tmp_path, row, problem):
-    path = tmp_path / "bad.jsonl"
+]
+
+
+@pytest.mark.parametrize("row, problem", BAD_ROWS)
+def test_a_row_that_cannot_be_used_is_skipped_and_reported(tmp_path, capsys, row, problem):
+    """A bad row among good ones is skipped, and the summary counts it and names its line, its format and the
+    problem; the good rows are kept."""
+    path = tmp_path / "mixed.jsonl"
     good = pairs.to_rows([comparison()], "trl")[0]
-    path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n")
-    with pytest.raises(DataError, match=problem) as e:
+    path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n" + json.dumps(good) + "\n")
+    assert len(pairs.read_pairs(str(path))) == 2
+    out = capsys.readouterr().out
+    assert "1 rows skipped" in out and "mixed.jsonl:2:" in out and problem in out
+    assert f"({pairs.detect(row)} row)" in out
+
+
+def test_a_file_with_no_usable_row_is_refused_naming_the_format(tmp_path):
+    """Only when no row can be used does reading fail: a DataError with the first row's line, format and problem."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r, _ in BAD_ROWS[1:3]))
+    with pytest.raises(DataError, match=r"none of its 2 rows is usable.*bad.jsonl:1:.*expected a string.*\(trl row\)"):
         pairs.read_pairs(str(path))
-    assert ":2" in str(e.value)
+
+
+def test_implicit_prompt_and_multi_turn_rows_keep_what_they_can(tmp_path, capsys):
+    """TRL's implicit-prompt rows (chat-format strings, a plain shared prefix, message lists) are read; multi-turn
+    rows (HH, messages, several <|user|> turns) are reduced to their last turn and counted; a system message is
+    folded into the user turn as the exported chat template does."""
+    msgs = lambda *turns: [{"role": r, "content": c} for r, c in turns]
+    rows = [
+        {"chosen": "<|user|>Name a fox.<|assistant|>Pip.<|endoftext|>",
+         "rejected": "<|user|>Name a fox.<|assistant|>No."},
+        {"chosen": "The sky is blue.", "rejected": "The sky is green."},
+        {"chosen": msgs(("user", "Why?"), ("assistant", "Because.")),
+         "rejected": msgs(("user", "Why?"), ("assistant", "No."))},
+        {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello\n\nHuman: Name a fox.\n\nAssistant: Pip.",
+         "rejected": "\n\nHuman: Hi\n\nAssistant: Hello\n\nHuman: Name a fox.\n\nAssistant: No."},
+        {"prompt": msgs(("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello"), ("user", "Why?")),
+         "chosen": msgs(("assistant", "Because.")), "rejected": msgs(("assistant", "No."))},
+        {"prompt": "<|user|>Hi<|assistant|>Hello<|endoftext|><|user|>Why?<|assistant|>", "chosen": "A.",
+         "rejected": "B."},
+    ]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = [(c["prompt"], *c["completions"]) for c in pairs.read_pairs(str(path))]
+    assert got == [("Name a fox.", "Pip.", "No."), ("The sky is", " blue.", " green."), ("Why?", "Because.", "No."),
+                   ("Name a fox.", "Pip.", "No."), ("Be brief.\n\nWhy?", "Because.", "No."), ("Why?", "A.", "B.")]
+    out = capsys.readouterr().out
+    assert "6 pairs (2 trl implicit, 1 conversational implicit, 1 hh, 1 conversational, 1 trl)" in out
+    assert "3 multi-turn rows reduced to their last turn" in out and "skipped" not in out
 
 
 def test_train_rm_and_dpo_train_on_trl_pairs(stages, tmp_path):
@@ -97,8 +140,8 @@ def test_train_rm_and_dpo_train_on_trl_pairs(stages, tmp_path):
 
 
 def test_comparisons_and_pairs_together_are_refused(stages, tmp_path):
-    from nanorlhf.infra.cli import UsageError
-    with pytest.raises(UsageError, match="not both"):
+    from nanorlhf.infra.config import ConfigError
+    with pytest.raises(ConfigError, match="not both"):  # while the flags are read
         train_rm.main(parse_config(train_rm.Config, ["--preset=tiny", f"--sft={stages['out']}/sft/ckpt.pt",
                                                      f"--data_dir={stages['data']}", "--pairs=a.jsonl",
                                                      "--comparisons=b.jsonl", f"--out_dir={tmp_path}/rm"]))

@@ -5,6 +5,7 @@ import os
 import re
 
 import pytest
+import torch
 
 import pipeline
 from nanorlhf.infra.config import ConfigError, parse_config
@@ -13,16 +14,33 @@ from nanorlhf.infra.stages import Stages
 from nanorlhf.world import ensure_world
 
 
-def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
+def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capfd):
     """pipeline --preset=tiny --lineage=true writes report.md with every figure, the lineage's frontier table
-    (every method, labels, wall) and frontier.png; a rerun reuses every stage, the lineage's included."""
+    (every method, labels, wall) and frontier.png; its log (every lane's lines too) is short, announces each stage
+    as "stage k of N" with an overall ETA, and gives each stage one line of config (the full one in its folder);
+    a rerun reuses every stage, the lineage's included."""
     flags = ["--preset=tiny", "--lineage=true", f"--out_root={tmp_path}/out", f"--data_root={tmp_path}/data"]
     res = pipeline.main(parse_config(pipeline.Config, flags))
     out = os.path.join(tmp_path, "out", "tiny")
+    log = capfd.readouterr().out.splitlines()
+    announced = [re.search(r"== stage (\d+) of (\d+): (\S+) \| .* elapsed, (ETA .*)", line) for line in log]
+    announced = [m.groups() for m in announced if m]
+    n = int(announced[0][1])
+    assert sorted(int(k) for k, *_ in announced) == list(range(1, n + 1)) and n == 17  # 16 stages, the evaluation
+    assert all(a[1] == str(n) for a in announced) and re.match(r"ETA \d", announced[-1][3])
+    assert len(log) < 250 and not [line for line in log if re.search(r"^(\[\S+\] )?  [a-z_]+ = ", line)]
+    configs = [line for line in log if re.search(r"(^|\] )Config: --", line)]
+    assert len(configs) >= n  # the pipeline's own and each trained stage's (and its rounds'), one line each
+    saved = json.load(open(os.path.join(out, "ppo_a", "config.json")))
+    assert saved == json.load(open(os.path.join(out, "ppo_a", "stage.json")))["config"] and "lr" in saved
     text = open(res["report"]).read()
     for fig in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
         assert os.path.exists(os.path.join(out, fig)), fig
     assert "ladder.png" in text and "head_to_head.png" in text
+    # it opens with a report card: the commit, the package versions, the machine, the seeds
+    card = text.split("\n\n")[2]
+    assert card.startswith("| report card |") and f"torch {torch.__version__}" in card and "--seed=0" in card
+    assert re.search(r"\| commit \| `([0-9a-f]{12}|not a git checkout)", card) and "cores" in card
     rates = [float(x) for x in re.findall(r"\| (\d+)% \[", text)]
     assert rates and all(0 <= r <= 100 for r in rates)
     data = json.load(open(os.path.join(out, "report.json")))
@@ -91,9 +109,9 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capsys):
               f"--policies=gpt={run}/base_a/ckpt.pt,sft={run}/sft_a/ckpt.pt,ppo={run}/ppo_a/ckpt.pt"]
     pref = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference"]))
     assert 0 <= pref["ppo"]["win"]["rate"] <= 1 and "gold" in pref["sft"]
-    capsys.readouterr()
+    capfd.readouterr()
     val = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2", "--split=val"]))
-    assert " val prompts x 2 samples " in capsys.readouterr().out
+    assert " val prompts x 2 samples " in capfd.readouterr().out
     two = val["ppo"]["win"]
     assert two["samples"] == 2 and two["lo"] <= two["rate"] <= two["hi"]
     test = evaluate.main(parse_config(evaluate.Config, common + ["--suite=preference", "--samples=2"]))

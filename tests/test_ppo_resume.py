@@ -1,6 +1,7 @@
 """PPO resumes exactly: killed with SIGKILL after an iteration's checkpoint and resumed, it ends with the same
 weights and optimiser state, bit for bit, as an uninterrupted run (prompts, sampling, minibatch order and the
-PPO-ptx stream all continue where they were); a changed config is refused; metrics have no duplicate rows."""
+PPO-ptx stream all continue where they were); a changed config is refused; metrics have no duplicate rows; what a
+kill cut short (a metrics line, a kept checkpoint) is repaired."""
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import torch
 
 import train_ppo
 from nanorlhf.checkpoint import CheckpointError, load_checkpoint
+from nanorlhf.infra import cli
 from nanorlhf.infra.config import parse_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,3 +70,30 @@ def test_resume_with_a_changed_lr_is_refused(stages, tmp_path):
     assert open(out / "ckpt.pt", "rb").read() == before
     train_ppo.main(parse_config(train_ppo.Config, flags(stages, out, "--iterations=2", "--resume=true")))
     assert load_checkpoint(out / "ckpt.pt")["step"] == 2
+
+
+def dead_pid() -> int:
+    """The id of a process that has ended (its temp files are orphans)."""
+    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(p.stdout)
+
+
+def test_a_torn_metrics_line_and_a_kept_checkpoint_cut_by_a_kill_are_repaired(stages, tmp_path, capsys):
+    """A kill mid-append leaves a torn last line in metrics.jsonl; one during iter1.pt's write (after ckpt.pt's)
+    leaves its temp file and no iter1.pt. `train_ppo.py --resume=true` drops the torn line, removes the temp file,
+    writes iter1.pt byte for byte as the run would have, and carries on."""
+    out = tmp_path / "run"
+    train_ppo.main(parse_config(train_ppo.Config, flags(stages, out, "--iterations=1")))
+    kept = (out / "iter1.pt").read_bytes()
+    for name in ("iter1.pt", "iter1.pt.sha256"):
+        os.remove(out / name)
+    (out / f".iter1.pt.{dead_pid()}.0badf00d.tmp").write_bytes(kept[:1000])
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 2, "objective/sc')
+    with pytest.warns(UserWarning, match="metrics.jsonl:2: skipping torn last line"):
+        cli.run(train_ppo.main, train_ppo.Config, train_ppo.__doc__,
+                flags(stages, out, "--iterations=2", "--resume=true"))
+    assert "removed 1 unfinished temporary file" in capsys.readouterr().out
+    assert (out / "iter1.pt").read_bytes() == kept and load_checkpoint(out / "iter1.pt")["step"] == 1
+    assert [json.loads(line)["step"] for line in open(out / "metrics.jsonl")] == [1, 2]
+    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]

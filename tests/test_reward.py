@@ -120,6 +120,5 @@ def test_one_pass_fit_loss_is_each_prompts_own_ranking_loss():
     for one_pass in (True, False):
         rm_copy = ScalarHeadModel(rm.cfg)
         rm_copy.load_state_dict(rm.state_dict())
-        losses = fit_reward_model(rm_copy, tok, cmp, RewardConfig(lr=1e-9, batch_prompts=2, one_pass=one_pass), seed=0,
-                                  progress=False)
+        losses = fit_reward_model(rm_copy, tok, cmp, RewardConfig(lr=1e-9, batch_prompts=2, one_pass=one_pass), seed=0)
         assert losses[0] == pytest.approx(want.item(), abs=1e-5), one_pass

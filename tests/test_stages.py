@@ -8,8 +8,7 @@ import torch
 
 import train_ppo
 import train_rm
-from nanorlhf.infra.cli import UsageError
-from nanorlhf.infra.config import parse_config
+from nanorlhf.infra.config import ConfigError, parse_config
 
 
 def ppo_flags(s, name, *extra):
@@ -92,7 +91,7 @@ def test_one_rm_step_changes_every_parameter(stages):
     rm = ScalarHeadModel.from_gpt(sft)
     before = {k: v.clone() for k, v in rm.state_dict().items()}
     cmp = usable(load_comparisons(os.path.join(stages["out"], "rm", "comparisons.jsonl"))[:4])
-    losses = fit_reward_model(rm, tok, cmp, RewardConfig(lr=1e-3, epochs=1, batch_prompts=4), seed=0, progress=False)
+    losses = fit_reward_model(rm, tok, cmp, RewardConfig(lr=1e-3, epochs=1, batch_prompts=4), seed=0)
     assert len(losses) == 1 and losses[0] == losses[0]
     assert [k for k, v in rm.state_dict().items() if torch.equal(v, before[k]) and k != "head.bias"] == []
     rewards = [score_texts(rm, tok, [c["prompt"]] * len(c["completions"]), c["completions"], "cpu") for c in cmp]
@@ -145,7 +144,7 @@ def test_heldout_only_gives_the_rm_stage_s_own_held_out_labeler_figures(stages, 
     --comparisons it refuses before any training."""
     flags = ["--preset=tiny", f"--sft={stages['out']}/sft/ckpt.pt", f"--data_dir={stages['data']}",
              f"--out_dir={tmp_path}/heldout", "--heldout_only=true"]
-    with pytest.raises(UsageError, match="comparisons"):
+    with pytest.raises(ConfigError, match="comparisons"):  # while the flags are read
         train_rm.main(parse_config(train_rm.Config, flags))
     res = train_rm.main(parse_config(train_rm.Config, flags + [f"--comparisons={stages['out']}/rm/comparisons.jsonl"]))
     assert res["heldout"] == stages["rm"]["report"]["heldout"]

@@ -130,7 +130,7 @@ def test_one_pass_rm_fit_equals_the_per_prompt_fit(stages):
     comps = load_comparisons(os.path.join(stages["out"], "rm", "comparisons.jsonl"))[:12]
     losses = {one_pass: fit_reward_model(copy.deepcopy(rm0), tok, comps,
                                          RewardConfig(lr=1e-3, epochs=1, batch_prompts=4, one_pass=one_pass), seed=0,
-                                         progress=False, chunk=5)
+                                         chunk=5)
               for one_pass in (True, False)}
     assert len(losses[True]) == 3
     assert torch.allclose(torch.tensor(losses[True]), torch.tensor(losses[False]), atol=1e-5)

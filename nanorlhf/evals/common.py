@@ -131,12 +131,11 @@ def new_figure(n_panels: int = 1, width: float = 4.5, height: float = 3.2):
 
 
 def save_figure(fig, ctx, name: str) -> str:
-    """Write ctx.out_dir/name; returns name (figure paths are relative to the report's folder)."""
-    import matplotlib.pyplot as plt
+    """Write ctx.out_dir/name (infra/metrics.py save_figure: no empty panel, markers on short series, legends
+    below their panels); returns name (figure paths are relative to the report's folder)."""
+    from nanorlhf.infra.metrics import save_figure as save
     os.makedirs(ctx.out_dir, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(os.path.join(ctx.out_dir, name), dpi=100)
-    plt.close(fig)
+    save(fig, os.path.join(ctx.out_dir, name))
     return name
 
 

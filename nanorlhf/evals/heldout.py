@@ -39,7 +39,7 @@ def heldout_group_eval(sft, tok, judge, comparisons: tuple[list[dict], list[dict
             torch.manual_seed(seed + g)
             rm = ScalarHeadModel.from_gpt(sft).to(device)
         print(f"held-out-labeler fold {g + 1}/{folds}: training on {len(subset)} comparisons")
-        fit_reward_model(rm, tok, subset, hp, seed=seed, progress=False)
+        fit_reward_model(rm, tok, subset, hp, seed=seed)
         held.append(ranking_accuracy(rm, tok, [dict(c, r=c["group_rankings"][g]) for c in val_cmp], device, "r"))
         own.append(sum(ranking_accuracy(rm, tok, [dict(c, r=c["group_rankings"][o]) for c in val_cmp], device, "r")
                        for o in range(5) if o != g) / 4)

@@ -25,6 +25,7 @@ from nanorlhf.evals.findings import findings_markdown, ladder_findings, ladder_p
 from nanorlhf.evals.preference import sample_responses, win_rate, win_rate_over_samples
 from nanorlhf.generate import SamplingConfig, generate, response_texts
 from nanorlhf.infra.jsonl import DEMO, PROMPT, read_jsonl
+from nanorlhf.infra.metrics import Progress, save_figure
 from nanorlhf.reward import score_texts
 from nanorlhf.world import CLOSED_DOMAIN
 from nanorlhf.world.labelers import TRAIN_INSTRUCTIONS, with_instructions
@@ -89,19 +90,24 @@ def policy_responses(ctx, rows: list[dict], name: str, seed: int, shots: list[di
 
 def all_responses(ctx, rows: list[dict]) -> dict[str, list[str]]:
     """One sampled response per prompt for every policy in ctx.policies, and GPT prompted beside each GPT."""
-    shots, out = few_shots(ctx), {}
-    for name in ctx.policies:
+    shots, out, bar = few_shots(ctx), {}, Progress(len(ctx.policies), "ladder: sampled policies")
+    for i, name in enumerate(ctx.policies, 1):
         out[name] = policy_responses(ctx, rows, name, ctx.seed, shots)
         if name.startswith("gpt_"):
             out["gpt_prompted_" + name[4:]] = policy_responses(ctx, rows, "gpt_prompted_" + name[4:], ctx.seed, shots)
+        if bar.due(i, lines=5):
+            print(bar.line(i, last=name), flush=True)
     return out
 
 
 def paired_comparisons(ctx, rows: list[dict], texts: dict, pairs: list[tuple[str, str]], samples: int) -> dict:
     """(a, b) -> the win rate of b over a, judged on `samples` responses a prompt (the first is texts')."""
-    shots, more = few_shots(ctx), {}
-    for n in dict.fromkeys(x for p in pairs for x in p):
+    shots, more, names = few_shots(ctx), {}, list(dict.fromkeys(x for p in pairs for x in p))
+    bar = Progress(len(names), f"ladder: {samples} samples a prompt")
+    for i, n in enumerate(names, 1):
         more[n] = [texts[n]] + [policy_responses(ctx, rows, n, ctx.seed + 1000 * s, shots) for s in range(1, samples)]
+        if bar.due(i, lines=5):
+            print(bar.line(i, last=n), flush=True)
     return {(a, b): win_rate_over_samples(ctx.judge, rows, more[b], more[a], random.Random(ctx.labeler_seed + 23 + i))
             for i, (a, b) in enumerate(pairs)}
 
@@ -160,22 +166,21 @@ def ladder_plot(table: dict, sizes: dict[str, float], path: str, reference: str)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
-    for m in METHODS:
+    for i, m in enumerate(METHODS):
         pts = [(sizes[s], table[f"{m}_{s}"]["win"]) for s in sizes if f"{m}_{s}" in table and "win" in table[f"{m}_{s}"]]
         if pts:
             pts.sort()
-            ax.errorbar([p[0] for p in pts], [p[1]["rate"] for p in pts],
+            dodge = 1.06 ** (i - (len(METHODS) - 1) / 2)  # each method a little aside: equal rates stay visible
+            ax.errorbar([p[0] * dodge for p in pts], [p[1]["rate"] for p in pts],
                         yerr=[[p[1]["rate"] - p[1]["lo"] for p in pts], [p[1]["hi"] - p[1]["rate"] for p in pts]],
-                        marker="o", capsize=3, label=LABELS[m])
+                        marker="osD^vP*X"[i % 8], capsize=3, label=LABELS[m])
     ax.axhline(0.5, color="grey", ls="--", lw=1)
     ax.set_xscale("log")
     ax.set_xlabel("parameters")
     ax.set_ylabel(f"win rate against {reference}")
     ax.set_title("Held-out labeler preference (cf. InstructGPT Figure 1)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def bars_plot(h2h: dict, champion: str, path: str) -> None:
@@ -193,9 +198,7 @@ def bars_plot(h2h: dict, champion: str, path: str) -> None:
     ax.set_ylim(0, 1.1)
     ax.set_ylabel(f"how often {champion} is preferred")
     ax.set_title("Head to head (cf. the paper's 85% / 71% / 78% / 79%)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def pct(w: dict) -> str:

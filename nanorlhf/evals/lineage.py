@@ -164,5 +164,5 @@ def main(cfg: Config) -> Section:
 
 
 if __name__ == "__main__":
-    from nanorlhf.infra.config import parse_config
-    main(parse_config(Config))
+    from nanorlhf.infra.cli import run
+    run(main, Config, __doc__)

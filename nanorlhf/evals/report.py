@@ -1,4 +1,5 @@
-"""report.md: the pipeline's tables and figures, with each stage's wall-clock and FLOPs beside the paper's.
+"""report.md: a report card (the commit, the package versions, the machine, the seeds), then the pipeline's tables
+and figures, with each stage's wall-clock and FLOPs beside the paper's.
 
 InstructGPT §5.1 puts the cost of alignment next to pretraining: SFT 175B took
 4.9 PF/s-days, PPO-ptx 175B 60, GPT-3 pretraining 3,640. We report the same
@@ -12,12 +13,56 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import subprocess
+from importlib import metadata
 
 import torch
 
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import write_text
-from nanorlhf.infra.precision import device_name
+from nanorlhf.infra.precision import cpu_name, device_name
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGES = ("torch", "numpy", "tiktoken", "matplotlib")
+
+
+def git_commit(root: str = ROOT) -> str:
+    """The checkout's commit, with "+ uncommitted changes" when tracked files differ from it."""
+    try:
+        git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True, timeout=10)
+        head = git("rev-parse", "--short=12", "HEAD")
+        if head.returncode:
+            return "not a git checkout"
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        return head.stdout.strip() + (" + uncommitted changes" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+
+
+def report_card(flags: dict) -> dict:
+    """What a reader needs to rerun or compare a run: the commit, Python and package versions, the machine, the
+    seeds (nanochat's report card does the same)."""
+    from nanorlhf.infra.lanes import usable_cpus
+    device = resolve_device(flags.get("device", "cpu"))
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return {"commit": git_commit(), "versions": versions, "device": device_name(device), "cpu": cpu_name(),
+            "cores": len(usable_cpus()), "torch_threads": torch.get_num_threads(),
+            "seeds": {k: flags[k] for k in ("seed", "labeler_seed") if k in flags}}
+
+
+def card_markdown(card: dict) -> list[str]:
+    gpu = "" if card["device"] == card["cpu"] else f"{card['device']} on "
+    rows = [("commit", f"`{card['commit']}`"), ("packages", ", ".join(f"{k} {v}" for k, v in card["versions"].items())),
+            ("machine", f"{gpu}{card['cpu']}, {card['cores']} cores, {card['torch_threads']} torch threads"),
+            ("seeds", ", ".join(f"--{k}={v}" for k, v in card["seeds"].items()))]
+    return ["| report card | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)]
 
 
 def stage_flops(log: dict) -> dict[str, float]:
@@ -55,10 +100,12 @@ def rm_table(log: dict) -> str:
 def write_report(out: str, flags: dict, big: str, log: dict, sections: list, flops: dict, seconds: float) -> str:
     """report.md and report.json in out/; flags: the pipeline's config (its header names the non-default ones),
     big: the largest model size, whose stages the compute table sets beside the paper's."""
+    card = report_card(flags)
     md = [f"# nanorlhf report: `{out}`", "",
           "`python pipeline.py " + " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
                                           for k, v in flags.items()
                                           if k in ("preset", "seed", "labeler_seed") or v is True) + "`", "",
+          *card_markdown(card), "",
           f"This invocation took {seconds / 60:.1f} min; the stages' own wall-clocks (as each last ran, "
           f"reused ones included) add up to {sum(e.get('seconds', 0) for e in log.values()) / 60:.1f} min "
           f"on {device_name(resolve_device(flags.get('device', 'cpu')))} with {torch.get_num_threads()} torch "
@@ -71,5 +118,6 @@ def write_report(out: str, flags: dict, big: str, log: dict, sections: list, flo
     path = os.path.join(out, "report.md")
     write_text(path, "\n".join(md))
     write_text(os.path.join(out, "report.json"), json.dumps(
-        {"stages": log, "flops": flops, "sections": {s.title: s.data for s in sections}}, indent=1, default=str))
+        {"card": card, "stages": log, "flops": flops, "sections": {s.title: s.data for s in sections}}, indent=1,
+        default=str))
     return path

@@ -35,6 +35,7 @@ from nanorlhf.evals.steering import steering
 from nanorlhf.evals.sycophancy import sycophancy
 from nanorlhf.evals.toxicity import toxicity_suite
 from nanorlhf.evals.truthfulness import truthfulness
+from nanorlhf.infra.metrics import Progress
 
 SUITES = {
     "honesty": honesty,
@@ -58,11 +59,12 @@ def suite_sections(ctx: EvalContext, suites: str, size: str) -> list:
                       {"gpt": ctx.policies[f"gpt_{size}"], "sft": ctx.policies[f"sft_{size}"],
                        "ppo": ctx.policies[f"ppo_{size}"], "ppo_ptx": ctx.policies[f"ppo_ptx_{size}"]},
                       rm=ctx.rm, device=ctx.device, seed=ctx.seed, labeler_seed=ctx.labeler_seed, n=200)
-    out = []
-    for name in names_of(suites):
+    out, names = [], names_of(suites)
+    bar = Progress(len(names), "suites")
+    for i, name in enumerate(names, 1):
         t = time.time()
         out.append(SUITES[name](sub))
-        print(f"suite {name}: {time.time() - t:.0f}s")
+        print(bar.line(i, last=f"{name} {time.time() - t:.0f}s"), flush=True)
     return out
 
 

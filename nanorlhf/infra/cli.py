@@ -3,11 +3,13 @@
     if __name__ == "__main__":
         run(main, Config, __doc__)
 
-Before the run, temporary files that a killed earlier run left in its out_dir are removed.
+The run holds its out_dir for its whole length: a second run on the same folder is
+refused while the first lives (nanorlhf/infra/fileio.py hold). Before the run, temporary files
+that a killed earlier run left in that folder are removed (a live writer's are kept).
 A mistake a user can make (a mistyped flag, a bad value, a missing or malformed input, a
 checkpoint of the wrong kind, a full disk) ends with one line on stderr that names the
 culprit and, where one exists, the command that makes the missing input; exit status 2
-for usage and data errors, 1 for the rest. `--debug=true` shows the traceback instead. Any
+for usage and data errors, 1 for the rest. `--debug` shows the traceback instead. Any
 other exception is a bug in nanorlhf and keeps its traceback.
 
 `--help` prints the script's one-line purpose, then its flags, each choice flag's values and
@@ -19,13 +21,14 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import sys
 
 from nanorlhf.infra.config import ConfigError, parse_config, usage
-from nanorlhf.infra.fileio import clean_orphans
+from nanorlhf.infra.fileio import FolderBusy, clean_orphans, hold
 from nanorlhf.infra.guard import NonFiniteError
 from nanorlhf.infra.schemas import DataError
 
@@ -56,8 +59,10 @@ def make_hint(path: str) -> str:
     if path.endswith(".pt") and len(parts) >= 2:
         stage, preset = parts[-2], parts[-3] if len(parts) >= 3 else "small"
         preset = preset if preset in ("tiny", "small", "paper") else "small"
+        if stage.startswith(("dpo", "rlaif", "iterated")):  # the lineage's stages
+            return f"run python pipeline.py --preset={preset} --lineage=true first (it trains DPO, RLAIF, iterated PPO)"
         for prefix, script in (("base", "pretrain.py"), ("sft", "train_sft.py"), ("flan", "train_sft.py"),
-                               ("rm", "train_rm.py"), ("ppo", "train_ppo.py"), ("dpo", "train_dpo.py")):
+                               ("rm", "train_rm.py"), ("ppo", "train_ppo.py")):
             if stage.startswith(prefix):
                 return f"run {script} --preset={preset} first (or python pipeline.py --preset={preset})"
     return ""
@@ -73,7 +78,7 @@ def explain(e: BaseException) -> tuple[str, int] | None:
     if isinstance(e, UserError) and e.missing:
         hint = make_hint(e.missing)
         return str(e) + (f"; {hint}" if hint else ""), USAGE
-    if isinstance(e, (ConfigError, DataError, UserError)):
+    if isinstance(e, (ConfigError, DataError, UserError, FolderBusy)):
         return one_line(str(e)), USAGE
     if isinstance(e, NonFiniteError):
         return one_line(str(e)), FAILURE
@@ -92,26 +97,53 @@ def explain(e: BaseException) -> tuple[str, int] | None:
             FAILURE
     if isinstance(e, UnicodeDecodeError):
         return f"an input is not UTF-8 text ({e.reason} at byte {e.start})", USAGE
+    if e.__class__ in (FileExistsError, NotADirectoryError) and e.filename and not os.path.isdir(e.filename):
+        return f"{e.filename} (or a folder above it) is a file, where a folder is needed", USAGE
+    if isinstance(e, OSError) and e.strerror:  # the environment's answer (a port in use, a read-only disk): one line
+        return e.strerror + (f": {e.filename}" if e.filename else ""), FAILURE
     return None
+
+
+def debug_flag(argv: list[str]) -> tuple[bool, list[str]]:
+    """(whether --debug is on, argv without it): `--debug`, `--debug=true` or `--debug true`."""
+    rest, debug, i = [], False, 0
+    while i < len(argv):
+        a = argv[i].lower()
+        if a == "--debug" or a.startswith("--debug="):
+            value = a.partition("=")[2]
+            if not value and i + 1 < len(argv) and argv[i + 1].lower() in ("true", "false", "1", "0"):
+                value, i = argv[i + 1].lower(), i + 1
+            debug = value in ("", "true", "1")
+        else:
+            rest.append(argv[i])
+        i += 1
+    return debug, rest
+
+
+@contextlib.contextmanager
+def owned_output(cfg):
+    """Hold the run's out_dir while it runs; first remove the temp files dead runs left there (or in its out)."""
+    with hold(getattr(cfg, "out_dir", "") or ""):
+        for folder in {getattr(cfg, "out_dir", "") or "", getattr(cfg, "out", "") or ""} - {""}:
+            gone = clean_orphans(folder)
+            if gone:
+                print(f"removed {len(gone)} unfinished temporary file(s) in {folder}: {', '.join(gone)}")
+        yield
 
 
 def run(main, cls, doc: str | None = None, argv: list[str] | None = None):
     """Parse cls from argv, call main(cfg), and answer the project's own errors in one line (see module doc)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = os.path.basename(sys.argv[0]) or cls.__module__
-    debug = any(a.lower() in ("--debug=true", "--debug=1") for a in argv)
-    argv = [a for a in argv if not a.lower().startswith("--debug=")]
+    debug, argv = debug_flag(argv)
     if any(a in ("-h", "--help") for a in argv):
         purpose = (doc or "").strip().splitlines()[0] if doc else ""
         print((purpose + "\n\n" if purpose else "") + usage(cls))
         raise SystemExit(0)
     try:
         cfg = parse_config(cls, argv)
-        for name in ("out_dir", "out"):  # temp files a killed earlier run left behind
-            gone = clean_orphans(getattr(cfg, name, "") or "")
-            if gone:
-                print(f"removed {len(gone)} unfinished temporary file(s) in {getattr(cfg, name)}: {', '.join(gone)}")
-        return main(cfg)
+        with owned_output(cfg):
+            return main(cfg)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         raise SystemExit(130)

@@ -1,4 +1,4 @@
-"""Typed configs parsed from --name=value flags.
+"""Typed configs parsed from flags: --name=value, --name value, or a bare --name (a boolean set true).
 
 Every script declares one dataclass. Each field is followed by a one-line
 docstring (a bare string literal, as cleanrl does); that line is the field's
@@ -12,6 +12,7 @@ Example:
         PRESETS: ClassVar[dict] = {"tiny": {"lr": 3e-3}}
 
     cfg = parse_config(Config, ["--preset=tiny", "--lr=0.01"])  # lr = 0.01
+    cfg = parse_config(Config, ["--preset", "tiny", "--lr", "0.01"])  # the same
 
 A script's Config may contain a library's hyperparameter dataclass as a field
 (`ppo: PPOConfig = field(default_factory=PPOConfig)`): its fields are flags of
@@ -59,8 +60,10 @@ def choices(cls) -> dict[str, tuple]:
 
 
 def check_values(cfg) -> None:
-    """Refuse values no run can use, before any work starts: a Config (or a nested one) lists in POSITIVE the
-    fields that must be > 0 (and finite), in NONNEGATIVE those that must be >= 0; CHOICES fields must be valid."""
+    """Refuse values no run can use, before any work starts. A Config (or a nested one) declares beside its fields:
+    POSITIVE, the fields that must be > 0 (and finite); NONNEGATIVE, >= 0; RANGES, a field's interval as written in
+    maths ("[0, 1)"); CHOICES, its valid values; RULES, (check, message) pairs across fields, where check(cfg) is
+    False for a bad config and the message names the flags ("--n_head={n_head} must divide --n_embd={n_embd}")."""
     for f in dataclasses.fields(cfg):
         if dataclasses.is_dataclass(getattr(cfg, f.name)):
             check_values(getattr(cfg, f.name))
@@ -71,9 +74,29 @@ def check_values(cfg) -> None:
             v = getattr(cfg, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and ok(v)):
                 raise ConfigError(f"--{name}={v}: must be a finite number {words}")
+    for name, interval in getattr(cfg, "RANGES", {}).items():
+        if not in_interval(getattr(cfg, name), interval):
+            raise ConfigError(f"--{name}={getattr(cfg, name)}: must be in {interval}")
     for name, valid in own_choices(cfg).items():
         if getattr(cfg, name) not in valid:
             raise ConfigError(f"--{name}={getattr(cfg, name)}: valid values are {', '.join(map(str, valid))}")
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    for check, message in getattr(cfg, "RULES", ()):
+        if not check(cfg):
+            raise ConfigError(message.format(**values))
+
+
+def in_interval(v, interval: str) -> bool:
+    """Whether the number v lies in an interval written as in maths: "[0, 1)", "(0, inf)", "[2, 9]".
+
+    Example:
+        >>> in_interval(1.0, "[0, 1)"), in_interval(9, "[2, 9]")
+        (False, True)
+    """
+    lo, hi = (float(x) for x in interval[1:-1].split(","))
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v):
+        return False
+    return (v >= lo if interval[0] == "[" else v > lo) and (v <= hi if interval[-1] == "]" else v < hi)
 
 
 def did_you_mean(word: str, options, prefix: str = "") -> str:
@@ -161,7 +184,7 @@ def _default(cls, name):
 
 
 def usage(cls) -> str:
-    lines = [f"flags for {cls.__name__} (--name=value):"]
+    lines = [f"flags for {cls.__name__} (--name=value or --name value; a bare --name sets a boolean true):"]
     for name, (owner, _) in flat_fields(cls).items():
         t, optional = _field_type(cls, name)
         tname = t.__name__ + (" | None" if optional else "")
@@ -176,8 +199,36 @@ def usage(cls) -> str:
     return "\n".join(lines)
 
 
+def split_flags(cls, argv: list[str]) -> list[tuple[str, str]]:
+    """(name, text) of each flag in argv: `--name=value`, `--name value`, or a bare `--name`, which sets a boolean
+    true (`--greedy`; `--greedy false` also reads). Unknown names raise ConfigError with the closest valid one."""
+    names = list(flat_fields(cls)) + ["preset"] * bool(getattr(cls, "PRESETS", None))
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            word = arg.lstrip("-").split("=")[0]
+            hint = did_you_mean(word, names, "--") if f"--{word}" != arg else ""
+            raise ConfigError(f"expected --name=value or --name value, got {arg!r}{hint} (--help lists the flags)")
+        k, eq, v = arg[2:].partition("=")
+        if k not in names:
+            hint = did_you_mean(k, names, "--") or "; valid: " + ", ".join(names)
+            raise ConfigError(f"unknown flag --{k}{hint} (--help says what each does)")
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if eq:
+            i += 1
+        elif k != "preset" and _field_type(cls, k)[0] is bool and (nxt is None or nxt.lower() not in TRUE | FALSE):
+            v, i = "true", i + 1  # a bare boolean flag
+        elif nxt is None or nxt.startswith("--"):
+            raise ConfigError(f"--{k} needs a value: --{k}=VALUE or --{k} VALUE")
+        else:
+            v, i = nxt, i + 2
+        out.append((k, v))
+    return out
+
+
 def parse_config(cls, argv: list[str] | None = None):
-    """Build cls from defaults, then --preset=NAME, then the other --name=value flags.
+    """Build cls from defaults, then --preset=NAME, then the other flags (split_flags: either style).
 
     Unknown names and ill-typed values raise ConfigError with the valid names listed.
     `--help` prints the flags and exits.
@@ -186,18 +237,8 @@ def parse_config(cls, argv: list[str] | None = None):
     if any(a in ("-h", "--help") for a in argv):
         print(usage(cls))
         raise SystemExit(0)
-    fields = flat_fields(cls)
-    names = list(fields)
-    flags: dict[str, str] = {}
-    for arg in argv:
-        if not arg.startswith("--") or "=" not in arg:
-            hint = did_you_mean(arg.lstrip("-").split("=")[0], names, "--")
-            raise ConfigError(f"expected --name=value, got {arg!r}{hint} (--help lists the flags)")
-        k, v = arg[2:].split("=", 1)
-        if k != "preset" and k not in names:
-            hint = did_you_mean(k, names, "--") or "; valid: " + ", ".join(names)
-            raise ConfigError(f"unknown flag --{k}{hint} (--help says what each does)")
-        flags[k] = v
+    names = list(flat_fields(cls))
+    flags = dict(split_flags(cls, argv))
     values: dict = {}
     presets = getattr(cls, "PRESETS", {})
     if "preset" in flags:
@@ -251,9 +292,11 @@ def config_diff(a: dict, b: dict, ignore: tuple[str, ...] = ()) -> list[str]:
 
 
 def print_config(cfg) -> None:
-    print(f"{type(cfg).__name__}:")
-    for k, v in config_dict(cfg).items():
-        print(f"  {k} = {v!r}")
+    """One line: the flags set away from their defaults (the full config is saved in every checkpoint, and a
+    pipeline stage's in its folder's config.json)."""
+    defaults = default_dict(type(cfg))
+    changed = [f"--{k}={v}" for k, v in config_dict(cfg).items() if v != defaults.get(k)]
+    print(f"{type(cfg).__name__}: " + (" ".join(changed) or "the defaults"), flush=True)
 
 
 def per_size(spec: str, names: list[str], flag: str, cast=float, positive: bool = True) -> dict:

@@ -107,9 +107,10 @@ def check_lanes(lanes: list[list[Spec]]) -> None:
             written.add(ckpt)
 
 
-def run_lane(out: str, fresh: bool, specs: list[Spec]) -> dict:
-    """A lane's stages in order (nanorlhf.infra.stages.Stages: each skipped when up to date); their log."""
-    st = Stages(out, fresh)
+def run_lane(out: str, fresh: bool, specs: list[Spec], plan=None) -> dict:
+    """A lane's stages in order (nanorlhf.infra.stages.Stages: each skipped when up to date, announced by the
+    run's plan); their log."""
+    st = Stages(out, fresh, plan)
     for spec in specs:
         if isinstance(sys.stdout, Prefixed):
             sys.stdout.prefix = spec[0]
@@ -121,6 +122,7 @@ def run_lanes(st: Stages, lanes: list[list[Spec]], n_lanes: int) -> None:
     """Each lane's stages in order, the lanes side by side (at most n_lanes processes); their logs join st.log."""
     check_lanes(lanes)
     lanes = [lane for lane in lanes if lane]
-    jobs = [(" -> ".join(spec[0] for spec in lane), partial(run_lane, st.out, st.fresh, lane)) for lane in lanes]
+    jobs = [(" -> ".join(spec[0] for spec in lane), partial(run_lane, st.out, st.fresh, lane, st.plan))
+            for lane in lanes]
     for log in side_by_side(jobs, n_lanes):
         st.log.update(log)

@@ -1,10 +1,11 @@
-"""Logging a small fixed set of metrics: a JSONL file, progress lines with ETA, curves.
+"""Logging a small fixed set of metrics: a JSONL file, progress lines with ETA, curves, and how every figure is saved.
 
 Example:
     log = MetricsLog("out/run/metrics.jsonl")
     log.write(step=10, **{"train/loss": 2.3})
     bar = Progress(total=100, what="pretrain")
-    print(bar.line(10, loss=2.3))   # pretrain   10/100 ( 10%) loss 2.3000 | 1.2s elapsed, ETA 10.8s
+    if bar.due(10):                 # about ten lines a loop, whatever its length
+        print(bar.line(10, loss=2.3))   # pretrain   10/100 ( 10%) loss 2.3000 | 1.2s elapsed, ETA 10.8s
 """
 from __future__ import annotations
 
@@ -40,10 +41,12 @@ class MetricsLog:
             f.write(json.dumps(row) + "\n")
 
     def read(self) -> list[dict]:
+        """Every row logged; a torn last line (a kill mid-write) is dropped with a warning, a broken line before it
+        is a DataError naming the line."""
         if not os.path.exists(self.path):
             return []
-        with open(self.path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        from nanorlhf.infra.jsonl import Field, read_jsonl
+        return read_jsonl(self.path, (Field("step", int),), unique_key=None, allow_torn_tail=True)
 
 
 def fmt_seconds(s: float) -> str:
@@ -59,7 +62,18 @@ class Progress:
 
     def __init__(self, total: int, what: str = "", start_step: int = 0):
         self.total, self.what, self.start_step = total, what, start_step
-        self.t0 = time.time()
+        self.t0, self.shown, self.printed = time.time(), None, 0
+
+    def due(self, step: int, lines: int = 10) -> bool:
+        """Whether to print at this step: the first step past each further 1/lines of the loop, and the last, so
+        a loop prints about `lines` lines however often it asks (`printed` counts them)."""
+        part = lines * step // max(self.total, 1)
+        if self.shown is None:
+            self.shown = lines * self.start_step // max(self.total, 1)
+        if part > self.shown or step >= self.total:
+            self.shown, self.printed = max(part, self.shown), self.printed + 1
+            return True
+        return False
 
     def line(self, step: int, **values) -> str:
         elapsed = time.time() - self.t0
@@ -101,11 +115,60 @@ AXIS_LABELS = {
     "ppo/approx_kl": "approx. KL per step (nats)", "val/explained_var": "value: explained variance",
     "response/length": "response length (tokens)", "ptx/loss": "pretraining loss (nats/token)",
     "dpo/loss": "DPO loss", "dpo/margin": "implicit reward margin", "dpo/accuracy": "implicit reward accuracy",
+    "val/accuracy": "pairwise accuracy (validation)",
 }
 
 
+SHORT = 20
+"""a series of fewer points than this gets markers (one point alone would not show)"""
+
+
+def has_data(ax) -> bool:
+    """Whether a panel shows data: a line with a point, a filled collection, a bar or an image, drawn in data
+    coordinates (a reference line such as axhline does not count)."""
+    data = ax.transData
+    return (any(len(line.get_xdata()) and line.get_transform() is data for line in ax.lines)
+            or any((c.get_transform() is data or c.get_offset_transform() is data)
+                   and (len(c.get_offsets()) or len(c.get_paths())) for c in ax.collections)
+            or any(p.get_data_transform() is data for p in ax.patches) or bool(ax.images))
+
+
+def save_figure(fig, path, title: str | None = None) -> list[str]:
+    """Save a figure the way every PNG of the project is saved: a panel without data is removed, a short series
+    gets markers, each legend moves below its panel (off the data), then tight layout. Returns the titles of
+    the panels removed."""
+    import matplotlib.pyplot as plt
+    removed = []
+    for ax in list(fig.axes):
+        if not has_data(ax):
+            removed.append(ax.get_title())
+            fig.delaxes(ax)
+            continue
+        for line in ax.lines:
+            if line.get_transform() is ax.transData and len(line.get_xdata()) < SHORT and line.get_marker() in (
+                    "None", None, "", " "):
+                line.set_marker("o")
+                line.set_markersize(4)
+        if ax.get_legend() is not None:
+            handles, labels = ax.get_legend_handles_labels()
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, len(labels)),
+                      fontsize=7, frameon=False)
+    if title is not None:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return removed
+
+
+def stage_title(kind: str, out_dir: str, n_params: int) -> str:
+    """A training stage's figure title: what it trains, its folder (the pipeline names it by size) and its size."""
+    return f"{kind}: {os.path.basename(os.path.normpath(out_dir))}, {n_params:,} parameters"
+
+
 def plot_curves(rows: list[dict], keys: list[str], path, title: str = "", xlabel: str = "step") -> None:
-    """One PNG with a panel per metric name against step, three panels a row, each y axis labelled."""
+    """One PNG with a panel per metric name against step, three panels a row, each y axis labelled (save_figure:
+    metrics never logged leave no panel, short series get markers)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -121,9 +184,4 @@ def plot_curves(rows: list[dict], keys: list[str], path, title: str = "", xlabel
         ax.set_title(k)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(AXIS_LABELS.get(k, k))
-    for ax in list(axes.flat)[len(keys):]:
-        ax.axis("off")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, title)

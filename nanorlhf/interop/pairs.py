@@ -15,16 +15,21 @@ prompt shuffled apart overfit), `comparison_id` and `labeler`. Ties give no pair
 identical is dropped; comparisons marked `below_cutoff` (human labelers under the gold-agreement cutoff) are
 left out unless --keep_below_cutoff=true.
 
-In: `read_pairs` takes any of the three formats (chat markers stripped) and returns K = 2 comparisons.
+In: `read_pairs` takes any of the three formats, TRL's implicit-prompt rows too (chosen and rejected holding the
+prompt: split at the last <|assistant|>, or at the longest shared prefix), strips the chat markers and returns K = 2
+comparisons. A multi-turn row (HH, messages, or several <|user|> turns) is reduced to its last turn, since the chat
+format has one; a row it cannot use is skipped; both are counted and reported, and only a file with no usable row
+fails, naming the formats it read.
 """
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
 from nanorlhf.infra.jsonl import COMPARISON, iter_jsonl, read_jsonl, write_jsonl
-from nanorlhf.infra.schemas import DataError
+from nanorlhf.infra.schemas import PAIR, DataError, validate_row
 from nanorlhf.rankings import ranking_to_pairs, trl_pairs_to_comparisons
 
 USER, ASSISTANT, END = "<|user|>", "<|assistant|>", "<|endoftext|>"
@@ -58,64 +63,132 @@ def to_rows(comparisons: list[dict], fmt: str = "trl", keep_below_cutoff: bool =
     return rows
 
 
-def _message(value, role: str) -> str:
-    """The text of a one-message list [{"role": role, "content": text}] (TRL's conversational format)."""
-    if (not isinstance(value, list) or len(value) != 1 or not isinstance(value[0], dict)
-            or value[0].get("role") != role or not isinstance(value[0].get("content"), str)):
-        raise DataError(f"expected one {role} message [{{'role': '{role}', 'content': ...}}] (the chat format "
-                        "has one turn)")
-    return value[0]["content"]
+# -----------------------------------------------------------------------------
+# in: any of the formats, explicit or implicit prompt, one turn or the last of several
 
 
-def _hh(text) -> tuple[str, str]:
-    """(prompt, response) of a single-turn HH string '\\n\\nHuman: Q\\n\\nAssistant: A'."""
-    if not isinstance(text, str) or not text.startswith(HUMAN) or text.count(HUMAN) != 1 or text.count(AI) != 1:
-        raise DataError("expected one HH turn, '\\n\\nHuman: ...\\n\\nAssistant: ...' (the chat format has one turn)")
-    prompt, response = text[len(HUMAN):].split(AI)
-    return prompt, response
+def _text(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise DataError(f"expected a string, got {type(value).__name__}", field=what)
+    return value
 
 
-def from_row(row: dict) -> dict:
-    """One pair row of any FORMATS as {"prompt", "chosen", "rejected"} in plain text."""
-    if "prompt" not in row:  # HH: the prompt is inside both strings
-        if "chosen" not in row or "rejected" not in row:
-            raise DataError("a pair needs prompt, chosen and rejected (TRL) or chosen and rejected (HH)")
-        (p1, chosen), (p2, rejected) = _hh(row["chosen"]), _hh(row["rejected"])
+def _messages(value, what: str) -> list[dict]:
+    if not (isinstance(value, list) and value and all(isinstance(m, dict) and isinstance(m.get("content"), str)
+                                                      for m in value)):
+        raise DataError("expected a list of messages [{'role': ..., 'content': ...}]", field=what)
+    return value
+
+
+def _hh(text) -> tuple[str, str, bool]:
+    """(last human turn, last assistant reply, whether earlier turns were dropped) of an HH string."""
+    text = _text(text, "chosen")
+    if not text.startswith(HUMAN) or AI not in text:
+        raise DataError("expected '\\n\\nHuman: ...\\n\\nAssistant: ...' (Anthropic HH)")
+    head, response = text.rsplit(AI, 1)
+    return head.rsplit(HUMAN, 1)[1], response, text.count(HUMAN) > 1
+
+
+def _last_turn(messages: list[dict]) -> tuple[str, bool]:
+    """The last user message of a conversation's prompt (a system message folded in as "{system}\\n\\n{user}", as
+    the exported chat template does), and whether earlier turns were dropped."""
+    system = [m["content"] for m in messages if m.get("role") == "system"]
+    turns = [m for m in messages if m.get("role") != "system"]
+    if not turns or turns[-1].get("role") != "user":
+        raise DataError("the prompt's messages do not end with a user turn")
+    return "".join(f"{t}\n\n" for t in system) + turns[-1]["content"], len(turns) > 1
+
+
+def _split_implicit(chosen: str, rejected: str) -> tuple[str, str, str]:
+    """TRL's implicit prompt: the chat-format prompt up to the last <|assistant|>, else the longest shared prefix
+    (ended before a space, as TRL's maybe_extract_prompt does)."""
+    if ASSISTANT in chosen and ASSISTANT in rejected:
+        (p1, a), (p2, b) = chosen.rsplit(ASSISTANT, 1), rejected.rsplit(ASSISTANT, 1)
+        if p1 == p2:
+            return p1 + ASSISTANT, a, b
+    n = next((i for i, (x, y) in enumerate(zip(chosen, rejected)) if x != y), min(len(chosen), len(rejected)))
+    n -= n > 0 and chosen[n - 1] == " "
+    return chosen[:n], chosen[n:], rejected[n:]
+
+
+def detect(row: dict) -> str:
+    """A pair row's format: trl or conversational (each with "implicit" when the prompt is inside chosen and
+    rejected), hh, or unknown."""
+    if "chosen" not in row or "rejected" not in row:
+        return "unknown"
+    implicit = "" if "prompt" in row else " implicit"
+    if isinstance(row["chosen"], list) or isinstance(row.get("prompt"), list):
+        return "conversational" + implicit
+    if implicit and isinstance(row["chosen"], str) and row["chosen"].startswith(HUMAN):
+        return "hh"
+    return "trl" + implicit
+
+
+def from_row(row: dict) -> tuple[dict, bool]:
+    """One pair row of any format (detect) as {"prompt", "chosen", "rejected"} in plain text, and whether it was
+    reduced to its last turn."""
+    fmt = detect(row)
+    if fmt == "unknown":
+        raise DataError("a pair needs prompt, chosen and rejected (TRL) or chosen and rejected (implicit prompt, HH)")
+    chosen, rejected = row["chosen"], row["rejected"]
+    if fmt == "hh":
+        (p1, a, many), (p2, b, _) = _hh(chosen), _hh(rejected)
         if p1 != p2:
             raise DataError("chosen and rejected answer different prompts")
-        return {"prompt": p1, "chosen": chosen, "rejected": rejected}
-    if isinstance(row["prompt"], list):
-        return {"prompt": _message(row["prompt"], "user"), "chosen": _message(row.get("chosen"), "assistant"),
-                "rejected": _message(row.get("rejected"), "assistant")}
-    out = {}
-    for key in ("prompt", "chosen", "rejected"):
-        if not isinstance(row.get(key), str):
-            raise DataError(f"expected a string, got {type(row.get(key)).__name__}", field=key)
-        out[key] = row[key]
-    p = out["prompt"]
-    if p.startswith(USER) and p.endswith(ASSISTANT):
-        out["prompt"] = p[len(USER):-len(ASSISTANT)]
-    out["chosen"], out["rejected"] = (t.removesuffix(END) for t in (out["chosen"], out["rejected"]))
-    if not out["prompt"].strip():
+        return {"prompt": p1, "chosen": a, "rejected": b}, many
+    if fmt.startswith("conversational"):  # TRL's message lists
+        chosen, rejected = _messages(chosen, "chosen"), _messages(rejected, "rejected")
+        prompt = _messages(row["prompt"], "prompt") if "prompt" in row else chosen[:-1]
+        if "prompt" not in row and chosen[:-1] != rejected[:-1]:
+            raise DataError("chosen and rejected answer different conversations")
+        if chosen[-1].get("role") != "assistant" or rejected[-1].get("role") != "assistant":
+            raise DataError("chosen and rejected must end with an assistant message")
+        text, many = _last_turn(prompt)
+        return {"prompt": text, "chosen": chosen[-1]["content"], "rejected": rejected[-1]["content"]}, many
+    chosen, rejected = _text(chosen, "chosen"), _text(rejected, "rejected")
+    if "prompt" in row:
+        prompt = _text(row["prompt"], "prompt")
+    else:
+        prompt, chosen, rejected = _split_implicit(chosen, rejected)
+    many = prompt.count(USER) > 1
+    if prompt.endswith(ASSISTANT) and USER in prompt:
+        prompt = prompt[:-len(ASSISTANT)].rsplit(USER, 1)[1]
+    chosen, rejected = (t.removesuffix(END) for t in (chosen, rejected))
+    if not prompt.strip():
         raise DataError("empty prompt", field="prompt")
-    return out
+    return {"prompt": prompt, "chosen": chosen, "rejected": rejected}, many
 
 
 def read_pairs(path: str, labeler: str = "import", source: str = "human") -> list[dict]:
-    """A pairs file (TRL, TRL conversational or HH rows) as K = 2 comparisons; a row it cannot use is a DataError
-    naming its line. A row's own prompt_id and labeler are kept."""
-    out = []
+    """A pairs file as K = 2 comparisons, keeping what it can: each row in any format of from_row, multi-turn rows
+    reduced to their last turn, rows it cannot use skipped; what was reduced or skipped is counted and printed
+    (the first skip with its line). A file with no usable row is a DataError naming the formats it found."""
+    pairs, kept, formats, reduced, skipped = [], [], Counter(), 0, []
     for line, row in enumerate(iter_jsonl(path, (), unique_key=None), 1):
+        fmt = detect(row)
         try:
-            pair = from_row(row)
+            pair, many = from_row(row)
+            validate_row(pair, PAIR)
         except DataError as e:
-            raise e.at(path, line) from None
-        c = trl_pairs_to_comparisons([pair], labeler=str(row.get("labeler", labeler)), source=source)[0]
+            skipped.append(f"{e.at(path, line)} ({fmt} row)")
+            continue
+        formats[fmt] += 1
+        reduced += many
+        pairs.append(pair)
+        kept.append(row)
+    if not pairs:
+        what = (f"none of its {len(skipped)} rows is usable (the first: {skipped[0]})" if skipped
+                else "no pairs in it (the file is empty)")
+        raise DataError(f"{path}: {what}")
+    out = trl_pairs_to_comparisons(pairs, labeler=labeler, source=source)
+    for c, row in zip(out, kept):
+        c["labeler"] = str(row.get("labeler", labeler))
         if isinstance(row.get("prompt_id"), str):
             c["prompt_id"] = row["prompt_id"]
-        out.append(c)
-    if not out:
-        raise DataError(f"{path}: no pairs in it (the file is empty)")
+    notes = ([f"{reduced} multi-turn rows reduced to their last turn"] if reduced else []) + (
+        [f"{len(skipped)} rows skipped (the first: {skipped[0]})"] if skipped else [])
+    print(f"{path}: {len(out)} pairs ({', '.join(f'{n} {f}' for f, n in formats.items())})"
+          + (f"; {'; '.join(notes)}" if notes else ""))
     return out
 
 

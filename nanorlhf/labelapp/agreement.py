@@ -194,6 +194,9 @@ def _ties(logs: list[LabelLog], marks: dict[str, bool]) -> list[dict]:
     return out
 
 
+EXPORTS = ("comparisons.jsonl", "pairs.jsonl", "hh.jsonl", "ties.jsonl", "labelers.jsonl")  # what export writes
+
+
 def export(paths, out_dir: str, cutoff: float = CUTOFF, keep_below_cutoff: bool = False) -> dict[str, int]:
     """Write the five export files (atomically) to out_dir; return rows per file.
 
@@ -207,9 +210,8 @@ def export(paths, out_dir: str, cutoff: float = CUTOFF, keep_below_cutoff: bool 
     comps = human_comparisons(paths, cutoff)
     pairs, hh_rows = ([dict(p, below_cutoff=marks.get(p["labeler"], False))
                        for p in to_rows(comps, fmt, keep_below_cutoff)] for fmt in ("trl", "hh"))
-    files = {"comparisons.jsonl": (comps, COMPARISON), "pairs.jsonl": (pairs, PAIR),
-             "hh.jsonl": (hh_rows, None), "ties.jsonl": (_ties(logs, marks), None),
-             "labelers.jsonl": (people, None)}
+    files = dict(zip(EXPORTS, [(comps, COMPARISON), (pairs, PAIR), (hh_rows, None), (_ties(logs, marks), None),
+                               (people, None)]))
     for name, (rows, schema) in files.items():
         write_jsonl(os.path.join(out_dir, name), rows, schema)
     return {name: len(rows) for name, (rows, _) in files.items()}

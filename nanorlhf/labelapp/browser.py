@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 # In the child: move our two pipe ends to fds 3 and 4 (via fds >= 10, so neither overwrites the other), exec chromium
 TRAMPOLINE = ("import fcntl, os, sys; r, w = (fcntl.fcntl(int(x), fcntl.F_DUPFD_CLOEXEC, 10) for x in sys.argv[1:3]); "
@@ -239,6 +240,20 @@ def screenshots(out_dir: str) -> list[str]:
     return paths
 
 
+@dataclass
+class ShotsConfig:
+    shots: str = "docs"
+    """folder to write the labeling page's screenshots into (label_rank.png, label_pair.png)"""
+
+
+def main(cfg: ShotsConfig) -> list[str]:
+    if not find_chromium():
+        raise SystemExit(f"no Chromium found (looked for {', '.join(CANDIDATES)}): apt-get install chromium")
+    paths = screenshots(cfg.shots)
+    print("\n".join(paths))
+    return paths
+
+
 if __name__ == "__main__":
-    args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-    print("\n".join(screenshots(args.get("shots", "docs"))))
+    from nanorlhf.infra.cli import run
+    run(main, ShotsConfig, __doc__)

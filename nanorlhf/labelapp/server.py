@@ -6,8 +6,8 @@ Safe on a machine shared with others, one guard each:
   - the page itself needs the URL's ?token= (other users of the machine cannot open it);
   - every API call needs the page's per-session token (X-Token header), and a POST
     also a matching Origin (stops cross-site posts);
-  - a body over `max_body` bytes gets 413, a malformed one a 400 JSON error, and
-    neither changes anything;
+  - a body over `max_body` bytes gets 413, a malformed one (or an absurd
+    Content-Length) a 400 JSON error, and neither changes anything;
   - every response carries a Content-Security-Policy with no inline script.
 
 Routes: GET / (page), GET /static/app.js|app.css, GET /api/state,
@@ -20,10 +20,12 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import secrets
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -51,7 +53,20 @@ class LabelServer(ThreadingHTTPServer):
         names = {name} | ({"127.0.0.1", "localhost", "[::1]"} if host in LOOPBACK else {socket.gethostname()})
         self.allowed_hosts = {f"{n}:{self.port}".lower() for n in names}
         self.static = {n: static_file(n) for n in STATIC}
-        self.page = page_html(self.token, log.instructions or "train", log.mode or "rank").encode("utf-8")
+
+    @functools.cached_property
+    def page(self) -> bytes:
+        """The page, built at its first request: the server is bound before the log is started (label.py)."""
+        return page_html(self.token, self.log.instructions or "train", self.log.mode or "rank").encode("utf-8")
+
+    def handle_error(self, request, client_address):
+        """A client that resets or drops its connection is one line on stderr; anything else keeps its traceback."""
+        err = sys.exc_info()[1]
+        if isinstance(err, (ConnectionError, TimeoutError)):
+            print(f"label server: client {client_address[0]}:{client_address[1]} dropped the connection "
+                  f"({type(err).__name__})", file=sys.stderr)
+        else:
+            super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:
@@ -169,8 +184,9 @@ class Handler(BaseHTTPRequestHandler):
         if length is None:
             self._error(411, "Content-Length required")
             return None
-        if not (length.isascii() and length.isdigit()):  # "²" is a digit to str.isdigit, not to int()
-            self._error(400, "Content-Length must be a decimal number")
+        # "²" is a digit to str.isdigit, not to int(); and int() refuses 4,301 digits or more
+        if not (length.isascii() and length.isdigit()) or len(length) > 18:
+            self._error(400, "Content-Length must be a decimal number of at most 18 digits")
             return None
         if int(length) > self.server.max_body:
             self._error(413, f"body of {length} bytes is over the {self.server.max_body}-byte cap")

@@ -17,6 +17,7 @@ import os
 import random
 from dataclasses import dataclass, replace
 
+from nanorlhf.infra.cli import UserError
 from nanorlhf.infra.fileio import write_text
 
 from .benchmarks import SUITES, benchmarks
@@ -118,17 +119,40 @@ def write_world(data, out):
     write_text(os.path.join(out, "meta.json"), json.dumps({"scale": data.scale.name, "seed": data.seed, **extra}))
 
 
+class WorldMismatch(UserError):
+    """A data folder holding a world other than the one a run asked for: never written over unasked."""
+
+
+def world_in(out: str) -> dict | None:
+    """The meta.json of the world in folder out; None if none is there; WorldMismatch for the files of a world
+    without one (an unfinished build, or files of the user's own)."""
+    meta = os.path.join(out, "meta.json")
+    if os.path.exists(meta):
+        with open(meta, encoding="utf-8") as f:
+            return json.load(f)
+    if os.path.exists(os.path.join(out, "corpus.jsonl")):
+        raise WorldMismatch(f"{out} holds world files but no meta.json (an unfinished build, or files of your "
+                            "own); they are left as they are: give another folder, or rebuild it (--fresh=true / "
+                            "--force=true)")
+    return None
+
+
 def ensure_world(out: str, scale: str, rm_prompts: int, fresh: bool = False, seed: int = 0) -> bool:
-    """Build the world of `scale` into `out` unless it is there with room for `rm_prompts` RM prompts; the ones
-    past the scale's own come from new training organisations (`rm_extra`), appended so that every other set
-    stays the same. Returns whether it built."""
+    """Build the world of `scale` and `seed` into `out` unless it is there with room for `rm_prompts` RM prompts.
+    With fewer, it grows: the prompts past the scale's own come from new training organisations (`rm_extra`),
+    appended, so that every other set stays the same. A world of another scale, seed or settings is not this
+    run's to rebuild: WorldMismatch, unless fresh (which rebuilds whatever is there). Returns whether it built."""
     own = get_scale(scale)
     world = replace(own, rm_extra=max(0, rm_prompts - own.rm))
-    meta = os.path.join(out, "meta.json")
-    built = json.load(open(meta)) if os.path.exists(meta) else None
-    if (built is not None and built.get("rm_extra", 0) == world.rm_extra and not fresh
-            and os.path.exists(os.path.join(out, "public_tasks.jsonl"))):
-        return False
+    built = None if fresh else world_in(out)
+    if built is not None:
+        if {k: v for k, v in built.items() if k != "rm_extra"} != {"scale": own.name, "seed": seed}:
+            settings = ", ".join(f"{k} {v}" for k, v in built.items())
+            raise WorldMismatch(f"{out} holds a world of {settings}, not the {scale} world of seed {seed} this run "
+                                "needs; it is left as it is: give another data folder, or --fresh=true to rebuild it")
+        if built.get("rm_extra", 0) >= world.rm_extra and os.path.exists(os.path.join(out, "public_tasks.jsonl")):
+            return False
+        print(f"{out}: growing its RM prompts to {own.rm + world.rm_extra} (every other file stays the same)")
     write_world(build_world(world, seed), out)
     return True
 

@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from nanorlhf.infra.cli import run
+from nanorlhf.infra.cli import UsageError, run
+from nanorlhf.infra.fileio import hold
 
-from . import build_world, get_scale, write_world
+from . import WorldMismatch, build_world, get_scale, world_in, write_world
 from .scales import SCALES
 from .summary import report
 
@@ -33,6 +34,8 @@ class Config:
     """seed of the simulated labeler pool shown in the report"""
     rm_extra: int = 0
     """more RM prompts after the scale's own (a larger label budget; every other set stays the same)"""
+    force: bool = False
+    """write over a world of other settings (or unfinished) that --out already holds"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     NONNEGATIVE: ClassVar[tuple] = ("rm_extra",)
@@ -50,15 +53,21 @@ def token_section(data, out: str) -> tuple[str, str]:
 
 
 def main(cfg: Config) -> None:
-    t = time.time()
-    try:
-        data = build_world(replace(get_scale(cfg.scale), rm_extra=cfg.rm_extra), cfg.seed)
-    except ValueError as e:  # a bad size: say it in one line, no traceback
-        raise SystemExit(f"nanorlhf.world: {e}") from None
-    print(f"built {cfg.scale} world (seed {cfg.seed}) in {time.time() - t:.2f}s")
-    if cfg.out:
-        write_world(data, cfg.out)
-        print(f"wrote {cfg.out}")
+    with hold(cfg.out):  # one writer at a time ('' holds nothing; nanorlhf/infra/fileio.py)
+        theirs = world_in(cfg.out) if cfg.out and not cfg.force else None  # checked before any work
+        ours = {"scale": cfg.scale, "seed": cfg.seed, **({"rm_extra": cfg.rm_extra} if cfg.rm_extra else {})}
+        if theirs is not None and theirs != ours:
+            raise WorldMismatch(f"{cfg.out} holds a world of {', '.join(f'{k} {v}' for k, v in theirs.items())}; "
+                                "--force=true writes this one over it")
+        t = time.time()
+        try:
+            data = build_world(replace(get_scale(cfg.scale), rm_extra=cfg.rm_extra), cfg.seed)
+        except ValueError as e:  # a size the world cannot fill: one line, no traceback
+            raise UsageError(str(e)) from None
+        print(f"built {cfg.scale} world (seed {cfg.seed}) in {time.time() - t:.2f}s")
+        if cfg.out:
+            write_world(data, cfg.out)
+            print(f"wrote {cfg.out}")
     if cfg.report:
         from nanorlhf.world.judge import labeler_report, screening_items
         from nanorlhf.world.labelers import LabelerPool

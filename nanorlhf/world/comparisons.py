@@ -28,7 +28,8 @@ import torch
 
 from nanorlhf.chat import chat_prompt
 from nanorlhf.generate import SamplingConfig, generate, response_texts
-from nanorlhf.infra.jsonl import COMPARISON, PROMPT, read_jsonl, write_jsonl
+from nanorlhf.infra.config import check_values
+from nanorlhf.infra.jsonl import COMPARISON, PROMPT, DataError, read_jsonl, write_jsonl
 from nanorlhf.infra.lanes import side_by_side, usable_cpus
 from nanorlhf.infra.metrics import Progress
 from nanorlhf.rankings import pair_counts
@@ -62,8 +63,13 @@ class CollectConfig:
     """more such pairs, on questions the labelers write about random characters' colour, home, food and job"""
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
-    POSITIVE: ClassVar[tuple] = ("val_prompts", "k_min", "k_max", "max_new_tokens", "temperature", "gen_batch")
+    POSITIVE: ClassVar[tuple] = ("val_prompts", "max_new_tokens", "temperature", "gen_batch")
     NONNEGATIVE: ClassVar[tuple] = ("max_prompts", "fact_checks")
+    RANGES: ClassVar[dict] = {"k_min": "[2, 9]", "k_max": "[2, 9]"}  # a comparison ranks 2..9 (schemas.COMPARISON)
+    RULES: ClassVar[tuple] = ((lambda c: c.k_min <= c.k_max, "--k_min={k_min} is above --k_max={k_max}"),)
+
+    def __post_init__(self):
+        check_values(self)
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -105,7 +111,7 @@ def sample_chunks(policy, tok, chunks: list[list[tuple[int, list[int]]]], rank: 
     """The completions of chunks rank, rank + procs, ... (each a list of (prompt index, prompt ids))."""
     bar, out = Progress(total, "sample"), []
     for b in range(rank, len(chunks), procs):
-        if rank == 0 and b and (b // procs) % max(1, 20 // procs) == 0:
+        if rank == 0 and b and bar.due(b * len(chunks[0])):
             print(bar.line(b * len(chunks[0])))
         ro = generate(policy, [p for _, p in chunks[b]], sampling, stop_token=tok.eot_id, pad_id=tok.pad_id,
                       generator=batch_generator(seed, b))
@@ -114,7 +120,11 @@ def sample_chunks(policy, tok, chunks: list[list[tuple[int, list[int]]]], rank: 
 
 
 def fitting_prompts(path, tok, block_size: int, max_new_tokens: int, limit: int = 0) -> list[dict]:
+    """The prompts of a file that leave room for max_new_tokens in the context (the first `limit`); at least one."""
     rows = [r for r in read_jsonl(path, PROMPT) if len(chat_prompt(tok, r["prompt"])) + max_new_tokens <= block_size]
+    if not rows:
+        raise DataError(f"{path}: no prompt fits in the model's context of {block_size} tokens with "
+                        f"--max_new_tokens={max_new_tokens}")
     return rows[:limit] if limit else rows
 
 
