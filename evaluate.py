@@ -5,6 +5,7 @@ Suites (--suite=NAME):
               instructions (attempt rate by category)
   preference  each policy's win rate against the reference policy on test prompts from
               organisations unseen in training, judged by held-out labelers; gold and RM scores
+  honesty     answering the question asked, truthfully; the RM's reading of truth and relevance
   truthfulness, hallucination, toxicity, bias, alignment_tax, overoptimization, hedging
               the paper's safety and capability findings (nanorlhf/evals/suites.py)
   sycophancy, steering

@@ -157,8 +157,7 @@ def surrogate(logprobs, old_logprobs, advantages, response_mask, clip_low: float
     return loss, stats
 
 
-def aggregate(per_token, response_mask, mode: str = "seq_mean", constant: int | None = None, *,
-              n_responses: int | None = None, n_tokens: int | None = None):
+def aggregate(per_token, response_mask, mode="seq_mean", constant=None, *, n_responses=None, n_tokens=None):
     """One loss from per-token losses (B, T) over the response tokens, by GRPO's, DAPO's or Dr. GRPO's rule.
 
     For gradient accumulation, pass the whole batch's totals: n_responses (its B) and n_tokens (its response

@@ -199,5 +199,5 @@ def test_help_starts_with_the_purpose_and_lists_choices_and_presets(capsys):
         cli.run(mod.main, mod.Config, mod.__doc__, ["--help"])
     text = capsys.readouterr().out
     assert e.value.code == 0 and text.splitlines()[0] == mod.__doc__.strip().splitlines()[0]
-    assert "--suite='preference'" in text and "one of: preference, knowledge, ladder, reward_features, all, truthfulness" in text
+    assert "--suite='preference'" in text and "one of: preference, knowledge, ladder, reward_features, all, honesty, truthfulness" in text
     assert "tiny: --" in text

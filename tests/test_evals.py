@@ -171,7 +171,7 @@ def test_best_of_n_curve_shape(tiny):
 def test_every_suite_runs_on_the_tiny_world(tiny):
     """Each registered suite returns a Section with a markdown table, and its figures exist on disk."""
     ctx = tiny["ctx"]
-    assert set(SUITES) == {"truthfulness", "hallucination", "toxicity", "bias", "alignment_tax",
+    assert set(SUITES) == {"honesty", "truthfulness", "hallucination", "toxicity", "bias", "alignment_tax",
                            "overoptimization", "hedging", "sycophancy", "steering"}
     for name, suite in SUITES.items():
         sec = suite(ctx)

@@ -19,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def flags(s, out, *extra):
     return ["--preset=tiny", f"--sft={s['out']}/sft/ckpt.pt", f"--data_dir={s['data']}", f"--out_dir={out}",
-            "--epochs=2", "--max_prompts=24", "--val_prompts=8", "--save_every=2", "--heldout_folds=0", *extra]
+            "--epochs=2", "--max_prompts=24", "--val_prompts=8", "--save_every=2", "--heldout_folds=0",
+            "--claim_checks=false", *extra]
 
 
 def test_killed_and_resumed_rm_equals_an_uninterrupted_run(stages, tmp_path):

@@ -103,4 +103,23 @@ HINTS: dict[str, tuple[str, str]] = {
         "steers only its last column, each later step all of its columns, a pass without a cache none; a "
         "start of one per row (B,) compares each row with its own; only block `layer`, only after it",
     ),
+    "group_advantages": (
+        "each response's advantage against its group, (P, G) -> (P, G): grpo (r - mean) / (std + eps), dr_grpo "
+        "r - mean, rloo r minus the mean of the other G - 1, reinforce_baseline r - mean whitened over the batch",
+        "a group is a row: every mean and std runs over dim 1 with keepdim, never over the batch (but for the "
+        "last whitening); an unknown estimator raises ValueError; torch's std is the unbiased one, as the "
+        "reference's; rloo's baseline leaves the "
+        "response itself out, so with G = 2 each response's baseline is the other's reward; eps goes outside "
+        "the std; a group of equal rewards must come out 0 under every estimator, even after the whitening",
+    ),
+    "aggregate": (
+        "one loss from per-token losses (B, T) on the response tokens: seq_mean (GRPO: each response's mean, then "
+        "their mean), token_mean (DAPO: all tokens alike), constant (Dr. GRPO: the sum over B * constant)",
+        "n_responses and n_tokens are the whole batch's totals: a micro-batch's loss is then its share of the whole "
+        "batch's; off the mask the per-token losses may hold anything, NaN included: select (torch.where, "
+        "masked_sum), never multiply by the mask; seq_mean divides each response by its own length; given "
+        "n_responses, seq_mean and constant divide by it instead of the tensor's B, and token_mean by n_tokens "
+        "instead of the tensor's count, so that micro-batches add up to the whole batch; constant without the "
+        "constant raises ValueError, as does an unknown mode",
+    ),
 }

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from nanorlhf.assignments.hints import HINTS
 
-API_VERSION = "2.0"
+API_VERSION = "2.1"
 ROOT = Path(__file__).resolve().parents[2]
 HELDOUT = "tests/instructor"  # the held-out tests and the grader's fixtures: the instructor's side, never handed out
 
@@ -131,6 +131,19 @@ REGISTRY: tuple[Assignment, ...] = (
         _heldout("test_heldout_model", "test_drawn_starts_steer_exactly_their_columns",
                  "test_start_none_steers_a_cached_generation_from_the_prompts_last_token"),
         "its tests use attn='sdpa' and a cache of their own, so they need neither attention nor kv_cache"),
+    Assignment(
+        "group_advantages", "nanorlhf/pg.py", "group_advantages",
+        'group_advantages(rewards, estimator: str = "grpo", eps: float = 1e-6)',
+        HINTS["group_advantages"],
+        _tests("test_pg", "test_a_group_with_equal_rewards_gives_zero_advantage",
+               "test_rloo_with_two_samples_uses_the_other_sample_as_the_baseline"),
+        _heldout("test_heldout_critic_free", "test_group_advantages_on_drawn_rewards_equals_the_reference")),
+    Assignment(
+        "aggregate", "nanorlhf/pg.py", "aggregate",
+        'aggregate(per_token, response_mask, mode="seq_mean", constant=None, *, n_responses=None, n_tokens=None)',
+        HINTS["aggregate"],
+        _tests("test_pg", "test_the_loss_is_the_same_however_a_ragged_batch_is_split_into_micro_batches"),
+        _heldout("test_heldout_critic_free", "test_aggregate_on_drawn_batches_equals_the_reference")),
 )
 BY_NAME = {a.name: a for a in REGISTRY}
 

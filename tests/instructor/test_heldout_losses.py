@@ -91,7 +91,7 @@ def test_kl_reward_on_drawn_batches_equals_the_reference():
             close(got[0], want[0], f"the rewards ({estimator}, beta {beta:.3f})")
             close(got[1], want[1], f"the kl ({estimator})")
     with pytest.raises(ValueError):
-        ppo.kl_penalized_rewards(score, lp, ref, mask, 0.1, "k2")
+        ppo.kl_penalized_rewards(score, lp, ref, mask, 0.1, "k4")
 
 
 # -----------------------------------------------------------------------------
