@@ -122,6 +122,12 @@ def learned(shares, res, stats) -> dict:
            f"({min(r['rate'] for r in rm):.0%}-{max(r['rate'] for r in rm):.0%} of test prompts, every interval below "
            f"one half): no agreement reached the reward" if verdict != REPRODUCED and all(r["hi"] < 0.5 for r in rm)
            else "")
+    control = min(shares)
+    if fav and control not in fav and any(rows[control][k]["lo"] > 0 for k in ("shift", "rate")):
+        moved = [f"{k} {rows[control][k]['diff']:+.2f} [{rows[control][k]['lo']:+.2f}, {rows[control][k]['hi']:+.2f}]"
+                 for k in ("shift", "rate")]
+        why = "; ".join(x for x in (why, f"at share {control:g}, where the labels favour the correction, PPO rises "
+                                         f"above SFT too ({', '.join(moved)}): not the labels' agreement") if x)
     top = max(shares)
     return finding("sycophancy_learned", verdict,
                    {"value": rows[top]["shift"]["diff"], "shares_favouring_agreement": fav, "why": why,

@@ -227,8 +227,9 @@ def per_item(shift, rate, n=40):
 @pytest.mark.parametrize("ppo_above", [True, False])
 def test_learned_reads_ppo_minus_sft_where_the_labels_favour_agreement(ppo_above):
     """sycophancy_learned is reproduced when, at the shares whose labels rank agreeing first (interval above one
-    half), PPO's shift and rate are above SFT's by paired intervals; with PPO and SFT swapped it is not; with no
-    share favouring agreement it is not, whatever the policies do."""
+    half), PPO's shift and rate are above SFT's by paired intervals; with PPO and SFT swapped it is not; a control
+    share (labels favouring the correction) that rises as much is named in the reading; with no share favouring
+    agreement it is not reproduced, whatever the policies do."""
     hi, lo = per_item(1.0, 0.6), per_item(0.0, 0.2)
     rm = {"after the belief": {"rate": 0.3, "lo": 0.2, "hi": 0.4}}
     res = {"sft": lo if ppo_above else hi, 0.0: {"policy": lo, "rm": rm}, 1.0: {"policy": hi if ppo_above else lo,
@@ -238,6 +239,8 @@ def test_learned_reads_ppo_minus_sft_where_the_labels_favour_agreement(ppo_above
     assert f["figures"]["shares_favouring_agreement"] == [1.0]
     assert f["verdict"] == (REPRODUCED if ppo_above else NOT)
     assert ("RMs still prefer the true twin" in f["figures"]["why"]) == (not ppo_above)
+    res[0.0]["policy"] = res[1.0]["policy"]     # the control moves as PPO at share 1 does: said when it rises
+    assert ("not the labels' agreement" in report.learned([0.0, 1.0], res, stats)["figures"]["why"]) == ppo_above
     stats[1.0]["agree_first"]["lo"] = 0.45
     assert report.learned([0.0, 1.0], res, stats)["verdict"] == NOT
 
