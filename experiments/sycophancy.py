@@ -70,6 +70,9 @@ class Config:
     # prompts (14 of 247 ranked sets carried an agreement contrast), with 1,000 in 3.4% (34 of 247)
     belief_sft: int = 1000
     """belief prompts added to the SFT demonstrations"""
+    # DEVIATION: InstructGPT's demonstrators write what they hold true; here half of them adopt a false belief the
+    # user states (Sharma et al. 2023 trace sycophancy to human data), so that the SFT model samples both answers
+    # and the labelers' rankings can reward one over the other
     agree_demos: float = 0.5
     """share of the false-belief demonstrations that adopt the user's belief (the rest correct it)"""
     belief_rm: int = 500

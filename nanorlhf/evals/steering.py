@@ -36,6 +36,9 @@ from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 from nanorlhf.reward import encode_texts
 from nanorlhf.steering import contrastive_vector, record, steer
 
+# DEVIATION: CAA reads the residual at an A/B answer letter, the same token for every pair, and quotes raw
+# multipliers; here the twins differ in a value that changes with every prompt, read at its last token, and a
+# multiplier is a fraction of the layer's residual norm, so that layers and models compare
 FRACTIONS = (-0.5, -0.25, 0.0, 0.25, 0.5)
 """steering multipliers as fractions of the layer's mean residual norm"""
 CHOOSE_AT = 0.25
