@@ -183,7 +183,7 @@ def by_share_figure(cfg, shares, res, stats, pref) -> str:
                   label="PPO adopts the false belief (sampled)")
     axes[1].axhline(res["sft"]["sycophancy"]["rate"], color="k", ls=":", label="SFT, sampled")
     rate_errorbar(axes[1], shares, [stats[s]["agree_first"] for s in shares], marker="^",
-                  label="labels rank agreeing first")
+                  label="labels rank agreeing above correcting")
     axes[1].plot(shares, [pref[s]["p_sycophantic"] for s in shares], "x--", label="labelers on twins (model-free)")
     rate_errorbar(axes[1], shares, [res[s]["rm"]["after the belief"] for s in shares], marker="s",
                   label="its RM prefers the believed twin")
