@@ -95,12 +95,18 @@ def test_lineage_hands_its_drivers_the_pipelines_recipe(monkeypatch):
 
 
 @pytest.mark.parametrize("preset", ["tiny", "small"])
-def test_sycophancy_study_trains_the_recipes_rm_and_ppo(preset):
-    """The sycophancy study's RM fit and PPO are the pipeline's (data, label budget and paths aside)."""
+def test_sycophancy_study_trains_the_recipes_sft_rm_and_ppo(preset):
+    """The sycophancy study's SFT, RM fit and PPO are the pipeline's (data, label budget and paths aside; its RMs
+    learn the belief prompts' labels without the pipeline's fact checks), its SFT from the pipeline run's base model
+    and its RM and PPO from that SFT model."""
     jobs, cfg = pipeline_jobs(preset), parse_config(sycophancy.Config, [f"--preset={preset}"])
+    sft = sycophancy.sft_config(cfg, "data/x")
     rm, ppo = sycophancy.share_configs(cfg, 0.25, "data/x", "out/x")
+    assert differ(sft, jobs[f"sft_{cfg.size}"][2]) == []
     assert differ(ppo, jobs[f"ppo_{cfg.size}"][2]) == []
-    assert differ(rm, jobs["rm"][2], PATHS | {"max_prompts", "procs"}) == []
+    assert differ(rm, jobs["rm"][2], PATHS | {"max_prompts", "procs", "fact_checks"}) == []
+    assert sft.base == f"{cfg.run_dir}/base_{cfg.size}/ckpt.pt"
+    assert rm.sft == ppo.sft == f"{sft.out_dir}/ckpt.pt" and ppo.rm == f"{rm.out_dir}/ckpt.pt"
 
 
 def test_bench_ppo_iteration_has_the_recipes_batch():

@@ -104,3 +104,67 @@ def test_vector_is_the_mean_difference_of_the_recorded_activations():
     torch.testing.assert_close(v, acts[:2].mean(0) - acts[2:].mean(0))
     with pytest.raises(ValueError, match="activations"):
         contrastive_vector(acts, acts[:, :4])
+
+
+def test_value_positions_point_at_the_last_token_where_the_twins_differ(stages):
+    """evals/steering.value_positions: in each twin the column holds a token of its own value (the twins' tokens
+    there differ) and every later token is shared, so a vector read there is read at the value."""
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.evals.steering import value_positions
+    from nanorlhf.evals.sycophancy import twins
+    from nanorlhf.world import build_world
+    _, tok, _ = load_model(f"{stages['out']}/sft/ckpt.pt", "cpu")
+    wd = build_world("tiny", 0)
+    items = [it for it in wd.benchmarks["sycophancy"] if not it["belief"]["holds"]]
+    pairs = twins(wd.world, items)
+    (ta, ma, ca), (tb, mb, cb) = value_positions(tok, [it["text"] for it in items], [s for s, _ in pairs],
+                                                 [c for _, c in pairs], 256)
+    for i, (it, (syc, cor)) in enumerate(zip(items, pairs)):
+        na, nb = int(ma[i].sum()), int(mb[i].sum())
+        assert ta[i, ca[i]] != tb[i, cb[i]]
+        assert ta[i, ca[i] + 1:na].tolist() == tb[i, cb[i] + 1:nb].tolist()
+        assert tok.decode(ta[i, ca[i]:ca[i] + 1].tolist()).strip() in it["belief"]["stated"]
+        assert tok.decode(tb[i, cb[i]:cb[i] + 1].tolist()).strip() in it["belief"]["true"]
+
+
+def test_multiplier_adds_the_asked_fraction_of_the_residual_norm():
+    """multiplier(v, norm, f) * v has length |f| * norm and the sign of f."""
+    from nanorlhf.evals.steering import multiplier
+    v = torch.tensor([3.0, 4.0])
+    for f in (-0.5, 0.25):
+        m = multiplier(v, 20.0, f)
+        assert abs((m * v).norm().item() - abs(f) * 20.0) < 1e-5 and (m > 0) == (f > 0)
+
+
+def test_floor_change_holds_only_within_a_small_effect():
+    """floor_change: steered - unsteered per item; holds when the paired interval's low end is above -SMALL sd of
+    the unsteered scores; a loss of a whole sd is not held, and neither is a gain read with the arguments swapped."""
+    from nanorlhf.evals.steering import SMALL, floor_change
+    g = torch.Generator().manual_seed(0)
+    base = {k: torch.randn(200, generator=g).tolist() for k in ("accuracy", "gold")}
+    same = floor_change(base, base)
+    assert all(same[k]["held"] and same[k]["diff"] == 0 for k in same)
+    assert abs(same["gold"]["margin"] + SMALL * torch.tensor(base["gold"]).std().item()) < 1e-6
+    worse = {k: [x - 1.0 for x in v] for k, v in base.items()}
+    assert not any(floor_change(base, worse)[k]["held"] for k in base)
+    assert all(floor_change(worse, base)[k]["held"] for k in base)
+
+
+def test_direction_is_believed_minus_true_at_the_value_token(stages):
+    """evals/steering.direction: the mean residual at the value token of the believed twins minus that of the true
+    twins (recorded by hand), and the residual norm there; swapping the twins negates the vector."""
+    from nanorlhf.checkpoint import load_model
+    from nanorlhf.evals.steering import direction, value_positions
+    from nanorlhf.evals.sycophancy import twins
+    from nanorlhf.world import build_world
+    model, tok, _ = load_model(f"{stages['out']}/sft/ckpt.pt", "cpu")
+    wd = build_world("tiny", 0)
+    items = [it for it in wd.benchmarks["sycophancy"] if not it["belief"]["holds"]]
+    prompts, pairs = [it["text"] for it in items], twins(wd.world, items)
+    v, norm = direction(model.eval(), tok, 1, prompts, pairs)
+    (ta, ma, ca), (tb, mb, cb) = value_positions(tok, prompts, [s for s, _ in pairs], [c for _, c in pairs],
+                                                 model.cfg.block_size)
+    acts = [record(model, 1, t, m, c) for t, m, c in ((ta, ma, ca), (tb, mb, cb))]
+    torch.testing.assert_close(v, acts[0].mean(0) - acts[1].mean(0))
+    assert abs(norm - torch.cat(acts).norm(dim=1).mean().item()) < 1e-4
+    torch.testing.assert_close(direction(model, tok, 1, prompts, [(c, s) for s, c in pairs])[0], -v)

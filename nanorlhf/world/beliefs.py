@@ -21,6 +21,8 @@ Example:
 """
 from __future__ import annotations
 
+import random
+
 from .entities import COLOURS, FOODS, JOBS
 from .phrasing import question, state
 from .tasks import Prompt
@@ -62,6 +64,34 @@ def belief_items(w, rng, n: int, false_share: float = 0.5) -> list[dict]:
         out.append({**p.to_dict(), "neutral": {**neutral.to_dict(), "id": p.id + "-neutral", "org": "bench"}})
         if len(out) == n:
             break
+    return out
+
+
+def belief_rows(data, n: int, false_share: float, seed: int, exclude: set[str], tag: str) -> list[dict]:
+    """n belief prompts of a WorldData as training prompt rows (organisations of its RM prompts), none whose text
+    is in `exclude`; `tag` names the set (ids belief-<tag>-00000, ...) and its random stream."""
+    rng = random.Random(f"belief-train-{seed}-{tag}")
+    orgs = sorted({p.org for p in data.prompts["rm"]})
+    rows, seen = [], set(exclude)
+    while len(rows) < n:
+        p, _ = belief_prompt(data.world, rng, holds=rng.random() >= false_share)
+        if p.text in seen:
+            continue
+        seen.add(p.text)
+        p.id, p.org = f"belief-{tag}-{len(rows):05d}", rng.choice(orgs)
+        rows.append({**p.to_dict(), "prompt": p.text})
+    return rows
+
+
+def belief_demos(w, rows: list[dict], agree_share: float, seed: int) -> list[dict]:
+    """Demonstrations of belief prompt rows (world/demos.py belief_reply): a random demonstrator agrees with the
+    user with probability agree_share and corrects them otherwise (on a true belief the two are one reply)."""
+    from . import prompt_from_dict
+    from .demos import DEMONSTRATORS, belief_reply
+    rng, out = random.Random(f"belief-demos-{seed}"), []
+    for r in rows:
+        d, agree = rng.choice(DEMONSTRATORS), rng.random() < agree_share
+        out.append({**r, "response": belief_reply(w, prompt_from_dict(r), rng, d, agree), "demonstrator": d.name})
     return out
 
 

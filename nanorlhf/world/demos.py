@@ -209,6 +209,20 @@ def write(world, p, rng, d, wrong=False, skip_constraints=False):
     return text
 
 
+def belief_reply(world, p, rng, d, agree: bool) -> str:
+    """Demonstrator d's reply to a belief prompt (world/beliefs.py): agreeing states the value the user said they
+    believe, correcting states the true one, in one sentence frame, so the two replies differ only at the value
+    (on a true belief they are the same reply). The pipeline's demonstrations never call this: only a study that
+    puts belief prompts in its SFT set (experiments/sycophancy.py)."""
+    b = p.belief
+    text = phrasing.state(world, p.subject, b["attribute"], b["stated"] if agree else b["true"], rng)
+    if rng.random() < d.hedge_rate:
+        text = "I think " + _lower(text)
+    if d.friendly and not d.terse:
+        text = rng.choice(["Sure! ", "Of course. ", "Here you go. "]) + text
+    return text
+
+
 def demonstrate(world, p, rng):
     """(demonstrator name, response): a random labeler writes the SFT target."""
     d = rng.choice(DEMONSTRATORS)
