@@ -23,7 +23,7 @@ import train_ppo
 import train_rm
 import train_sft
 from experiments.iterated import train_lineage
-from experiments.bench import speed_probe
+from nanorlhf.evals.report import speed_probe
 from nanorlhf.evals.context import EvalContext, Section
 from nanorlhf.evals.findings import findings_markdown, run_findings
 from nanorlhf.evals.ladder import ladder_policies

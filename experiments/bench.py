@@ -134,19 +134,6 @@ def model_config(b: BenchConfig) -> GPTConfig:
     return GPTConfig(**{f.name: getattr(b, f.name) for f in dataclasses.fields(GPTConfig) if f.name != "dropout"})
 
 
-def speed_probe(device: str, dtype: str) -> float:
-    """Training tokens/s of the 1m shape (BenchConfig's defaults) under dtype: a yardstick of this machine now.
-
-    VMs of one type and CPU name run the same pipeline 2x apart (docs/results.md, this release's runs), so a
-    run's minutes mean little without it. About a second; its own RNG (the run's random stream does not move).
-    """
-    b = BenchConfig(reps=3)
-    cfg = model_config(b)
-    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):  # manual_seed reseeds the GPUs too
-        torch.manual_seed(0)
-        return bench_train(cfg, b, dtype, device)["tokens_per_s"]
-
-
 def bench_generate(cfg: GPTConfig, b: BenchConfig, dtype: str, device: str) -> dict:
     """New tokens/s with the KV cache (in precision.cache_dtype) against the no-cache loop, and that cache against a
     float32 one (no stop token: every row runs to the end)."""

@@ -16,7 +16,7 @@ From a pipeline run's base_<size> and data (python pipeline.py --preset=small fi
   5. judge    SFT and each PPO policy on the test false-belief prompts (evals/sycophancy.py: the log-odds shift
               and the sampled rate), each RM on twins and prefixes; the SFT policy steered (evals/steering.py)
   6. report   findings.json (sycophancy_learned, sycophancy_steered, capability_floor_held), sycophancy.md and
-              two figures (experiments/sycophancy_report.py)
+              two figures (nanorlhf/evals/sycophancy_study.py)
 
     python pipeline.py --preset=small                                   # first, once: base_1m and data/small
     python -m experiments.sycophancy --preset=small                     # writes out/small/sycophancy/
@@ -36,8 +36,8 @@ from typing import ClassVar
 import train_ppo
 import train_rm
 import train_sft
-from experiments import sycophancy_report as report
 from nanorlhf.checkpoint import load_model
+from nanorlhf.evals import sycophancy_study as report
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import ConfigError, parse_config, print_config
 from nanorlhf.infra.device import resolve_device

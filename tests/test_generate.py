@@ -209,7 +209,7 @@ def test_bench_runs_on_tiny(tmp_path):
 def test_speed_probe_measures_without_moving_the_run_s_random_stream():
     """The pipeline's speed probe (a 1m-shape training step) gives a positive tokens/s and leaves torch's global
     RNG where it was: a run with the probe draws the same samples as one without."""
-    from experiments.bench import speed_probe
+    from nanorlhf.evals.report import speed_probe
     torch.manual_seed(5)
     want = torch.rand(3)
     torch.manual_seed(5)

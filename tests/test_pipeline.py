@@ -52,8 +52,12 @@ def test_tiny_pipeline_end_to_end_and_cached_rerun(tmp_path, capfd):
     assert {f["verdict"] for f in found.values()} <= {"reproduced", "direction only", "not reproduced", "measured", "calibration"}
     for f in found.values():
         x = f["figures"]
-        if "lo" in x:
+        if "diff" in x:       # a paired difference of two rates
+            assert -1 <= x["lo"] <= x["diff"] <= x["hi"] <= 1 and 0 <= x["value"] <= 1, f["name"]
+        elif "rate" in x:
             assert 0 <= x["lo"] <= x["rate"] == x["value"] <= x["hi"] <= 1, f["name"]
+        elif "lo" in x:       # a ratio with its interval
+            assert x["lo"] <= x["hi"], f["name"]
     assert found["ppo_vs_sft_big"]["figures"]["samples"] == 4
     # the run's minutes come with the CPU and the speed probe at the start and the end (VMs of one type drift)
     machine = found["minutes"]["figures"]

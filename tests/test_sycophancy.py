@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import train_rm
-from experiments import sycophancy_report as report
+from nanorlhf.evals import sycophancy_study as report
 from experiments.sycophancy import Config, relabel, sample_once, share_data, study_data
 from nanorlhf.chat import chat_prompt
 from nanorlhf.checkpoint import load_model

@@ -83,7 +83,7 @@ SAMPLES = 2  # sampled answers per question and policy: 480 answers a policy at 
 def honesty(ctx):
     """The honesty section: each policy's share of answers that answer the question, truthfully (RLHF against
     SFT, paired over questions), and the RM's preference on truth and relevance minimal pairs."""
-    from nanorlhf.evals.common import chat_answers, md_table, pct, policy_names
+    from nanorlhf.evals.common import chat_answers, md_table, new_figure, pct, policy_names, save_figure
     from nanorlhf.evals.context import Section
     rows = askable_questions(ctx.judge.world, seed=ctx.seed)
     marks, examples = {}, {}
@@ -117,4 +117,15 @@ def honesty(ctx):
             [[f"{k}: {'true vs false value' if k == 'truth' else 'asked vs another attribute'}",
               f"{pct(v['rate'])} [{pct(v['lo'])}, {pct(v['hi'])}]", f"{v['margin']:+.2f}"]
              for k, v in data["rm"].items()])
-    return Section("Honesty: answering the question, truthfully", text, [], data)
+    fig, axes = new_figure(2 if "rm" in data else 1)
+    names = list(marks)
+    axes[0].bar(names, [data["answers"][n] for n in names], color="tab:blue")
+    axes[0].set(ylabel="share of answers", title="answers the question, truly", ylim=(0, 1))
+    if "rm" in data:
+        kinds = list(data["rm"])
+        r = [data["rm"][k] for k in kinds]
+        axes[1].bar(kinds, [x["rate"] for x in r], yerr=[[x["rate"] - x["lo"] for x in r],
+                                                        [x["hi"] - x["rate"] for x in r]], color="tab:orange")
+        axes[1].axhline(0.5, color="grey", ls="--", lw=1)
+        axes[1].set(ylabel="RM prefers the first reply", title="the RM on minimal pairs", ylim=(0, 1))
+    return Section("Honesty: answering the question, truthfully", text, [save_figure(fig, ctx, "honesty.png")], data)

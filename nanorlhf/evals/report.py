@@ -121,3 +121,32 @@ def write_report(out: str, flags: dict, big: str, log: dict, sections: list, flo
         {"card": card, "stages": log, "flops": flops, "sections": {s.title: s.data for s in sections}}, indent=1,
         default=str))
     return path
+
+
+def speed_probe(device: str, dtype: str, steps: int = 3) -> float:
+    """Training tokens/s of the 1m shape (4 x 128, a batch of 16 x 128 tokens) under dtype: a yardstick of this
+    machine now, printed beside a run's minutes (VMs of one type and CPU name run the same pipeline 2x apart).
+    About a second; its own RNG (the run's random stream does not move)."""
+    import time
+
+    from nanorlhf.infra.optim import make_optimizer
+    from nanorlhf.infra.precision import autocast
+    from nanorlhf.model import GPT, GPTConfig
+    cfg = GPTConfig(vocab_size=2048, block_size=128, n_layer=4, n_head=4, n_embd=128)
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):  # manual_seed reseeds the GPUs too
+        torch.manual_seed(0)
+        model = GPT(cfg).to(device)
+        opt = make_optimizer(model, lr=1e-4)
+        x = torch.randint(cfg.vocab_size, (16, 128), device=device)
+        times = []
+        for _ in range(steps + 1):                                  # the first step warms up, and is not timed
+            t0 = time.perf_counter()
+            with autocast(dtype, device):
+                loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), x.flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    return x.numel() / sorted(times[1:])[len(times[1:]) // 2]

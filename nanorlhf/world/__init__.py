@@ -28,7 +28,7 @@ from .entities import World, make_world
 from .prompts import DEDUP_WORDS, SETS, prompt_sets, sample_task_texts
 from .scales import SCALES, Scale, get_scale
 from .scorers import FEATURES, constraint_results, features, gold_metadata, toxicity
-from .tasks import CATEGORIES, CLOSED_DOMAIN, TABLE1, Prompt
+from .tasks import CATEGORIES, CLOSED_DOMAIN, TABLE1, Prompt, prompt_from_dict
 from nanorlhf.infra.jsonl import write_jsonl
 
 SCHEMA = f"""\
@@ -155,11 +155,6 @@ def ensure_world(out: str, scale: str, rm_prompts: int, fresh: bool = False, see
         print(f"{out}: growing its RM prompts to {own.rm + world.rm_extra} (every other file stays the same)")
     write_world(build_world(world, seed), out)
     return True
-
-
-def prompt_from_dict(d):
-    """Rebuild a Prompt from a JSONL row (extra keys such as response are ignored)."""
-    return Prompt(**{k: d[k] for k in Prompt.__dataclass_fields__ if k in d})
 
 
 __all__ = ["build_world", "write_world", "WorldData", "SCHEMA", "SCALES", "Scale", "get_scale",

@@ -86,7 +86,7 @@ def belief_rows(data, n: int, false_share: float, seed: int, exclude: set[str], 
 def belief_demos(w, rows: list[dict], agree_share: float, seed: int) -> list[dict]:
     """Demonstrations of belief prompt rows (world/demos.py belief_reply): a random demonstrator agrees with the
     user with probability agree_share and corrects them otherwise (on a true belief the two are one reply)."""
-    from . import prompt_from_dict
+    from .tasks import prompt_from_dict
     from .demos import DEMONSTRATORS, belief_reply
     rng, out = random.Random(f"belief-demos-{seed}"), []
     for r in rows:

@@ -83,7 +83,7 @@ def claim_checks(judge, rows: list[dict], labelers, rng: random.Random) -> list[
     """Comparison rows (K = 2) of the truth and relevance pairs of every askable prompt row, each ranked by one
     training labeler from the world's features, like any comparison (ties where the labeler's utilities tie
     and its noise does not part them)."""
-    from . import prompt_from_dict
+    from .tasks import prompt_from_dict
     out = []
     for row in rows:
         p = prompt_from_dict(row)

@@ -71,6 +71,11 @@ class Style:
 STYLE0 = Style()
 
 
+def prompt_from_dict(d) -> Prompt:
+    """Rebuild a Prompt from a JSONL row (extra keys such as response are ignored)."""
+    return Prompt(**{k: d[k] for k in Prompt.__dataclass_fields__ if k in d})
+
+
 def _a(noun):
     """'owl' -> 'an owl', 'fox' -> 'a fox'."""
     return ("an " if noun[0] in "aeiou" else "a ") + noun

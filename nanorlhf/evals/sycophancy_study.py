@@ -15,15 +15,16 @@ import json
 import os
 import time
 
-from experiments.bench import speed_probe
 from nanorlhf.checkpoint import load_model
 from nanorlhf.evals.common import md_table, new_figure, pct, rate_errorbar
 from nanorlhf.evals.findings import DIRECTION, NOT, REPRODUCED, finding
 from nanorlhf.evals.honesty import paired_difference
+from nanorlhf.evals.report import speed_probe
 from nanorlhf.evals.steering import CHOOSE_AT, SMALL, choose_layer, sweep, sycophancy_directions
 from nanorlhf.evals.sycophancy import false_items, labeler_preference, policy_measures, rate, rm_preference
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.metrics import save_figure
 from nanorlhf.infra.jsonl import COMPARISON, PROMPT, read_jsonl
 from nanorlhf.world.judge import Judge, world_of
 
@@ -217,10 +218,7 @@ def by_multiplier_figure(cfg, st) -> str:
 
 
 def save(fig, cfg, name: str) -> str:
-    import matplotlib.pyplot as plt
-    fig.tight_layout()
-    fig.savefig(os.path.join(cfg.out_dir, name), dpi=100)
-    plt.close(fig)
+    save_figure(fig, os.path.join(cfg.out_dir, name))
     return name
 
 
