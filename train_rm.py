@@ -130,6 +130,8 @@ def read_inputs(cfg: Config, tok, device: str) -> tuple:
     """(given comparisons or None, human comparisons, the trunk's initial model or None): every input read, and a
     bad one refused, before any sampling."""
     given = load_comparisons(cfg.comparisons) if cfg.comparisons else read_pairs(cfg.pairs) if cfg.pairs else None
+    if given is not None and not (cfg.collect.claim_checks or cfg.collect.fact_checks):  # reused without its checks
+        given = [c for c in given if not c["id"].startswith("check-")]
     human = []
     if cfg.human_labels:  # a person's labels (label.py), alone or mixed in with a weight
         from nanorlhf.labelapp.events import human_comparisons

@@ -46,6 +46,8 @@ ABLATIONS = [
     ("seed1", "none, another seed (the noise floor)", "ppo", ["--seed=1"]),
     ("sft_prompt_loss", "SFT loss on prompt tokens too (response-only mask off)", "sft", ["--loss_on_prompt=true"]),
     ("rm_pairs", "RM pairs shuffled as separate items (K-way batching off), then PPO", "rm", ["--kway_batch=false"]),
+    ("no_claim_checks", "the labelers' claim checks off (the RM on ranked samples alone, as the paper), then PPO",
+     "rm", ["--claim_checks=false", "--fact_checks=0"]),
     ("no_rm_bias", "RM bias normalisation off", "ppo", ["--normalize_reward=false"]),
     ("value_from_sft", "value function from SFT with a fresh head, not from the RM", "ppo", ["--value_init=sft"]),
     ("kl_in_loss", "KL as a loss term (k3, GRPO-style), not a per-token reward", "ppo",

@@ -218,7 +218,8 @@ def relabel(rm_cfg, rows: list[dict], completions: list[list[str]]) -> list[dict
     rng = random.Random(f"rm-{rm_cfg.seed}")
     for _ in rows:
         rng.randint(hp.k_min, hp.k_max)
-    return label(judge, rows, completions, judge.pool.train, rng, "rm") + checks(judge, rows, hp, rm_cfg.seed)
+    return label(judge, rows, completions, judge.pool.train, rng, "rm") + checks(judge, rows, hp, rm_cfg.seed,
+                                                                                 completions)
 
 
 def share_lane(cfg: Config, shares: list[float], common: str, sampled: tuple, steer_sft: bool) -> dict:

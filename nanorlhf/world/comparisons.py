@@ -58,7 +58,8 @@ class CollectConfig:
     # differ in one claim a labeler can check (world/qa_pairs.py): samples of a 1M-parameter SFT model rarely
     # answer the asked attribute, so the rankings alone carry neither truth nor relevance unconfounded
     claim_checks: bool = True
-    """for each open question among the RM prompts, a truth pair and a relevance pair ranked by a labeler"""
+    """for each open question among the RM prompts, a truth pair and a relevance pair ranked by a labeler; and
+    for each ranked set with a sample stating a checkable claim, that sample set true against set false"""
     fact_checks: int = 0
     """more such pairs, on questions the labelers write about random characters' colour, home, food and job"""
 
@@ -164,7 +165,7 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
                                hp.max_prompts)
         comps = sample(rows, seed, "RM prompts")
         train_cmp = label(judge, rows, comps, judge.pool.train, rng, "rm")
-        train_cmp += checks(judge, rows, hp, seed)
+        train_cmp += checks(judge, rows, hp, seed, comps)
         write_jsonl(os.path.join(out_dir, "comparisons.jsonl"), train_cmp, COMPARISON)
     rows = fitting_prompts(os.path.join(data_dir, "val_prompts.jsonl"), tok, block, hp.max_new_tokens,
                            hp.val_prompts)
@@ -180,12 +181,15 @@ def collect_comparisons(sft, tok, judge: Judge, data_dir: str, out_dir: str, hp:
     return train_cmp, val_cmp
 
 
-def checks(judge: Judge, rows: list[dict], hp: CollectConfig, seed: int) -> list[dict]:
-    """The labelers' claim checks (hp.claim_checks on the RM prompts' open questions, hp.fact_checks more on
-    questions of their own), from random streams of their own: every other comparison is as without them."""
+def checks(judge: Judge, rows: list[dict], hp: CollectConfig, seed: int, completions=None) -> list[dict]:
+    """The labelers' claim checks (hp.claim_checks: on the RM prompts' open questions, and on the samples of each
+    ranked set, given its completions; hp.fact_checks more on questions of their own), from random streams of
+    their own: every other comparison is as without them."""
     rng, out = random.Random(f"claim-checks-{seed}"), []
     if hp.claim_checks:
         out += qa_pairs.claim_checks(judge, rows, judge.pool.train, rng)
+        if completions is not None:
+            out += qa_pairs.sample_checks(judge, rows, completions, judge.pool.train, random.Random(f"samples-{seed}"))
     if hp.fact_checks:
         out += qa_pairs.claim_checks(judge, qa_pairs.fact_questions(judge.world, hp.fact_checks, seed),
                                      judge.pool.train, rng)

@@ -5,7 +5,9 @@
   relevance  the asked attribute's true value, and a true statement about another attribute of the same
              character: a labeler checking that the reply answers the question asked
 
-The replies are written the way the demonstrators write (phrasing.state), like any labeler-written text.
+The replies are written the way the demonstrators write (phrasing.state), like any labeler-written text; and
+`sample_truth_pair` edits a model's own sampled answer the same way (one claim's value set true, and set
+false), so the checks also come in the form the RM will score during PPO.
 Two uses: `claim_checks` has training labelers rank such pairs for the RM's training set (a DEVIATION from
 the paper, whose comparisons rank model samples only; evals/honesty.py says what it cost), and the
 evaluation reads the RM's preference on pairs built from held-out prompts (rm_reads_truth,
@@ -65,6 +67,43 @@ def relevance_pair(world, p, rng: random.Random) -> tuple[str, str] | None:
     seed = rng.random()
     return tuple(phrasing.state(world, p.subject, a, world.value(p.subject, a), random.Random(seed))
                  for a in (p.attribute, other))
+
+
+def sample_truth_pair(world, p, text: str, rng: random.Random) -> tuple[str, str] | None:
+    """(true version, false version) of a sampled answer: one stated claim about a character's colour, home, food
+    or job (the asked one where the prompt asks one) with its value set to the world's value, and to a wrong one.
+    Only a value that occurs once in the text is edited; None where no claim can be."""
+    import re
+
+    from . import parse
+    asked = p.attribute if p.category == "open_qa" else None
+    claims = [c for c in parse.claims(world, text, default_topic=p.subject if asked else None, asked_attr=asked)
+              if not c.negated and c.attribute in ASKABLE and world.entity_type(c.subject) == "character"
+              and (asked is None or (c.subject == p.subject and c.attribute == asked))]
+    for c in claims:
+        value = re.compile(rf"\b{re.escape(c.value)}\b")
+        if len(value.findall(text)) == 1:
+            true = world.value(c.subject, c.attribute)
+            return value.sub(true, text), value.sub(wrong_value(world, c.subject, c.attribute, rng), text)
+    return None
+
+
+def sample_checks(judge, rows: list[dict], completions: list[list[str]], labelers, rng: random.Random) -> list[dict]:
+    """For each ranked set with a sample that states a checkable claim (world/parse.py), a truth pair of that
+    sample's two versions (sample_truth_pair), K = 2, ranked by a training labeler."""
+    from .tasks import prompt_from_dict
+    out = []
+    for row, comps in zip(rows, completions):
+        p = prompt_from_dict(row)
+        pair = next((x for x in (sample_truth_pair(judge.world, p, c, rng) for c in comps) if x), None)
+        if pair is None or pair[0] == pair[1]:
+            continue
+        lab = rng.choice(labelers)
+        feats = [judge.features(row, x) for x in pair]
+        out.append({"id": f"check-sample-{row['id']}", "prompt_id": row["id"], "prompt": row["prompt"],
+                    "completions": list(pair), "ranking": lab.rank(feats, rng, list(pair)), "labeler": lab.id,
+                    "source": lab.source, "likert": [lab.likert(f, rng) for f in feats]})
+    return out
 
 
 def fact_questions(world, n: int, seed: int = 0) -> list[dict]:
