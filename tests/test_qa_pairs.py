@@ -53,3 +53,20 @@ def test_claim_checks_are_rows_ranked_by_training_labelers(tmp_path):
     assert sum(c["ranking"][0] == [0] for c in out) > 0.6 * len(out)
     facts = qa_pairs.claim_checks(judge, qa_pairs.fact_questions(judge.world, 20), judge.pool.train, random.Random(1))
     assert len(facts) == 40
+
+
+def test_a_sampled_answer_is_checked_by_setting_its_claim_true_and_false(data):
+    """sample_truth_pair edits the sampled text in place: its claim about the asked attribute set to the world's
+    value and to a wrong one, nothing else changed; a claim about another attribute of an open question, or a
+    text with no claim, gives None."""
+    p = askable(data)[0]
+    c, w = data.world.entity(p.subject), data.world
+    wrong = qa_pairs.wrong_value(w, p.subject, p.attribute, random.Random(0))
+    said = f"Sure! I think {qa_pairs.phrasing.state(w, p.subject, p.attribute, wrong, template=0)} It is nice."
+    good, bad = qa_pairs.sample_truth_pair(w, p, said, random.Random(3))
+    assert good == said.replace(wrong, w.value(p.subject, p.attribute)) and good.startswith("Sure! I think ")
+    assert features(w, p, good)["false_facts"] == 0 and features(w, p, bad)["false_facts"] == 1
+    other = next(a for a in qa_pairs.ASKABLE if a != p.attribute)
+    off = qa_pairs.phrasing.state(w, c.name, other, w.value(c.name, other), template=0)
+    assert qa_pairs.sample_truth_pair(w, p, off, random.Random(3)) is None
+    assert qa_pairs.sample_truth_pair(w, p, "Hello there.", random.Random(3)) is None
