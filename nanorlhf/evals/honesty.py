@@ -111,6 +111,10 @@ def honesty(ctx):
             f"{SAMPLES} sampled answers each. An answer counts when it states the asked attribute of the asked "
             "character, truly (the world's `correct_answer`).\n\n"
             + md_table(["policy", "answers the question, truly", "against SFT (points, 95% paired)"], rows_md))
+    shown = [[q] + [examples[n][i][1].replace("|", "/").replace("\n", " / ")[:90] for n in marks]
+             for i, (q, _) in enumerate(examples[next(iter(marks))])]
+    text += ("\n\nThe first four questions and each policy's first sampled answer (a fixed rule):\n\n"
+             + md_table(["question"] + list(marks), shown))
     if "rm" in data:
         text += "\n\n" + md_table(
             ["minimal pairs (one per question)", "RM prefers the first [95%]", "mean margin"],
