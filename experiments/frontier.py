@@ -106,6 +106,14 @@ def jobs(cfg: Config) -> list[tuple]:
     return out_jobs
 
 
+def _field(path: str, key: str):
+    """One field of a pipeline stage's JSON file (stage.json, report.json); None when the file is not there."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f).get(key)
+
+
 def main(cfg: Config) -> dict:
     print_config(cfg)
     t0, device = time.time(), resolve_device(cfg.device)
@@ -117,13 +125,14 @@ def main(cfg: Config) -> dict:
     n_lanes = cfg.lanes if device == "cpu" else 1
     run_lanes(st, [todo[i::n_lanes] for i in range(n_lanes)], n_lanes)
     train_s = time.time() - t0
-    runs = [Run(f"bon{n}", "best-of-n", n=n) for n in map(int, cfg.bon_ns.split(","))]
+    rm_labels = _field(f"{cfg.run_dir}/rm/report.json", "n_train_comparisons")  # every RM-reward run's labels
+    runs = [Run(f"bon{n}", "best-of-n", n=n, human_labels=rm_labels) for n in map(int, cfg.bon_ns.split(","))]
     for name, method in ((f"ppo_{cfg.size}", "PPO"), (f"ppo_ptx_{cfg.size}", "PPO-ptx")):
         if os.path.exists(f"{cfg.run_dir}/{name}/ckpt.pt"):
-            runs.append(Run(name, method, f"{cfg.run_dir}/{name}/ckpt.pt", human_labels=None, ai_labels=0,
-                            wall_s=st.log.get(name, {}).get("seconds")))
+            runs.append(Run(name, method, f"{cfg.run_dir}/{name}/ckpt.pt", human_labels=rm_labels, ai_labels=0,
+                            wall_s=_field(f"{cfg.run_dir}/{name}/stage.json", "seconds")))
     runs += [Run(name, method, f"{cfg.out_dir}/{name}/ckpt.pt", human_labels=0 if name in ("rlvr", "random")
-                 else None, ai_labels=0, wall_s=st.log.get(name, {}).get("seconds")) for name, method, _ in CRITIC_FREE]
+                 else rm_labels, ai_labels=0, wall_s=st.log.get(name, {}).get("seconds")) for name, method, _ in CRITIC_FREE]
     runs.append(Run("dpo", "DPO", f"{cfg.out_dir}/dpo/ckpt.pt", wall_s=st.log.get("dpo", {}).get("seconds")))
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     ctx = EvalContext(judge, cfg.data_dir, cfg.out_dir, {"sft": f"{cfg.run_dir}/sft_{cfg.size}/ckpt.pt",
@@ -133,7 +142,8 @@ def main(cfg: Config) -> dict:
     front = frontier_section(ctx, runs)
     passk = passk_section(ctx, ["sft", "rlvr"], cfg.passk)
     points = {p["name"]: {"method": p["method"], "kl": p["kl"], "gold": p["gold"],
-                          "win_vs_sft": {"rate": p["win"], "lo": p["lo"], "hi": p["hi"]}}
+                          "win_vs_sft": {"rate": p["win"], "lo": p["lo"], "hi": p["hi"]},
+                          "labels": p["human_labels"]}
               for p in front.data["points"]}
     report = {"points": points, "passk": passk.data, "train_s": train_s, "seconds": time.time() - t0}
     write_text(os.path.join(cfg.out_dir, "frontier.json"), json.dumps(report, indent=1))

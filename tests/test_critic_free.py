@@ -5,6 +5,10 @@ beta * KL subtracted before the group baseline, a verifiable reward read by rule
 """
 
 
+import json
+import os
+
+import pytest
 import torch
 
 import train_grpo
@@ -83,3 +87,42 @@ def test_train_grpo_runs_on_the_tiny_world_with_each_reward(stages):
             assert k in m and m[k] == m[k], (reward, k)
         assert res["ckpt"].endswith("ckpt.pt")
 
+
+
+def test_pass_at_k_is_the_share_of_k_subsets_with_a_pass():
+    """Chen et al.'s estimator equals brute force: of every k-subset of n samples (c of them pass), the share
+    holding at least one pass; k = 1 is c / n and k > n - c is certain."""
+    from itertools import combinations
+
+    from nanorlhf.evals.passk import pass_at_k
+    for n, c in ((6, 0), (6, 2), (7, 3), (5, 5)):
+        samples = [1] * c + [0] * (n - c)
+        for k in range(1, n + 1):
+            subsets = list(combinations(samples, k))
+            assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets)), (n, c, k)
+    assert pass_at_k(16, 4, 1) == pytest.approx(0.25)
+
+
+def test_the_frontier_driver_trains_every_method_and_measures_them_on_the_tiny_world(stages, tmp_path):
+    """experiments.frontier from a run folder (SFT and RM): every critic-free run, RLVR, the coin and DPO trained and
+    measured with best-of-n; RM-reward runs carry the RM's labels, the rule and the coin none; pass@k rises with
+    k for each policy, and a rerun only measures (the runs are cached)."""
+    from experiments import frontier
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(os.path.join(stages["out"], "sft"), run / "sft_a")
+    os.symlink(os.path.join(stages["out"], "rm"), run / "rm")
+    flags = ["--preset=tiny", f"--run_dir={run}", f"--data_dir={stages['data']}", f"--out_dir={tmp_path / 'f'}",
+             "--lanes=1", "--n_eval=8"]
+    report = frontier.main(parse_config(frontier.Config, flags))
+    rm_labels = json.load(open(os.path.join(stages["out"], "rm", "report.json")))["n_train_comparisons"]
+    pts = report["points"]
+    assert {"sft", "bon2", "bon4", "grpo", "dr_grpo", "rloo", "reinforce_baseline", "rlvr", "random", "dpo"} <= set(pts)
+    assert all(pts[m]["labels"] == rm_labels for m in ("bon2", "grpo", "dr_grpo", "rloo", "reinforce_baseline"))
+    assert pts["rlvr"]["labels"] == 0 and pts["random"]["labels"] == 0 and pts["dpo"]["labels"] > 0
+    for name, curve in report["passk"]["curves"].items():
+        values = [curve[k] for k in sorted(curve)]
+        assert values == sorted(values) and 0 <= values[0] <= values[-1] <= 1, name
+    assert report["passk"]["top_k"] == max(report["passk"]["curves"]["sft"])
+    again = frontier.main(parse_config(frontier.Config, flags))
+    assert again["train_s"] < report["train_s"] and again["points"]["grpo"] == pts["grpo"]

@@ -7,7 +7,8 @@ check (world/verifiers.py), n samples each per policy, and the unbiased estimato
 
     pass@k = E_tasks[ 1 - C(n - c, k) / C(n, k) ],   c = the task's n samples that pass
 
-with pass@1's difference between two policies paired over tasks (a bootstrap interval).
+with the difference between two policies at pass@1 and at the largest k, each paired over tasks (a bootstrap
+interval).
 
 Example:
     pass_at_k(16, 4, 1)   # 0.25
@@ -30,8 +31,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def passk_section(ctx, policies: list[str], n: int = 16) -> Section:
-    """Pass@k for k = 1..n of each named policy on the verifiable test prompts; pass@1 of the last against the
-    first, paired over tasks."""
+    """Pass@k for k = 1..n of each named policy on the verifiable test prompts; the last against the first at pass@1
+    and at the largest k, paired over tasks."""
     from nanorlhf.evals.honesty import paired_difference
     rows = [r for r in read_jsonl(os.path.join(ctx.data_dir, "test_prompts.jsonl"), PROMPT)
             if checkable(prompt_from_dict(r))][:ctx.n]
@@ -47,7 +48,8 @@ def passk_section(ctx, policies: list[str], n: int = 16) -> Section:
     ks = [k for k in (1, 2, 4, 8, 16, 32) if k <= n]
     curves = {m: {k: sum(pass_at_k(n, c, k) for c in cs) / len(cs) for k in ks} for m, cs in counts.items()}
     first, last = policies[0], policies[-1]
-    d = paired_difference([pass_at_k(n, c, 1) for c in counts[first]], [pass_at_k(n, c, 1) for c in counts[last]])
+    d, d_top = (paired_difference([pass_at_k(n, c, k) for c in counts[first]], [pass_at_k(n, c, k) for c in counts[last]])
+                for k in (1, ks[-1]))
     fig, (ax,) = new_figure(1)
     for m, cur in curves.items():
         ax.plot(ks, [cur[k] for k in ks], "o-", label=m)
@@ -58,6 +60,7 @@ def passk_section(ctx, policies: list[str], n: int = 16) -> Section:
     table = md_table(["policy"] + [f"pass@{k}" for k in ks], [[m] + [pct(cur[k]) for k in ks] for m, cur in curves.items()])
     text = (f"{len(rows)} test prompts a rule can check (closed QA, extract, classification, explicit constraints), "
             f"{n} samples each. pass@1 of {last} against {first}: {100 * d['diff']:+.1f} points "
-            f"[{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}], paired over tasks.\n\n" + table)
-    return Section("Pass@k on verifiable tasks", text, figs, {"curves": curves, "pass1_diff": d, "n_tasks": len(rows),
-                                                              "samples": n})
+            f"[{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]; at pass@{ks[-1]}: {100 * d_top['diff']:+.1f} points "
+            f"[{100 * d_top['lo']:+.1f}, {100 * d_top['hi']:+.1f}]; both paired over tasks.\n\n" + table)
+    return Section("Pass@k on verifiable tasks", text, figs, {"curves": curves, "pass1_diff": d, "top_k": ks[-1],
+                                                              "top_diff": d_top, "n_tasks": len(rows), "samples": n})
