@@ -131,8 +131,8 @@ def main(cfg: Config) -> dict:
         if os.path.exists(f"{cfg.run_dir}/{name}/ckpt.pt"):
             runs.append(Run(name, method, f"{cfg.run_dir}/{name}/ckpt.pt", human_labels=rm_labels, ai_labels=0,
                             wall_s=_field(f"{cfg.run_dir}/{name}/stage.json", "seconds")))
-    runs += [Run(name, method, f"{cfg.out_dir}/{name}/ckpt.pt", human_labels=0 if name in ("rlvr", "random")
-                 else rm_labels, ai_labels=0, wall_s=st.log.get(name, {}).get("seconds")) for name, method, _ in CRITIC_FREE]
+    runs += [Run(name, method, f"{cfg.out_dir}/{name}/ckpt.pt", ai_labels=0, wall_s=st.log.get(name, {}).get("seconds"),
+                 human_labels=0 if name in ("rlvr", "random") else rm_labels) for name, method, _ in CRITIC_FREE]
     runs.append(Run("dpo", "DPO", f"{cfg.out_dir}/dpo/ckpt.pt", wall_s=st.log.get("dpo", {}).get("seconds")))
     judge = Judge(cfg.data_dir, labeler_seed=cfg.labeler_seed)
     ctx = EvalContext(judge, cfg.data_dir, cfg.out_dir, {"sft": f"{cfg.run_dir}/sft_{cfg.size}/ckpt.pt",
@@ -141,7 +141,7 @@ def main(cfg: Config) -> dict:
                       n=cfg.n_eval)
     front = frontier_section(ctx, runs)
     passk = passk_section(ctx, ["sft", "rlvr"], cfg.passk)
-    points = {p["name"]: {"method": p["method"], "kl": p["kl"], "gold": p["gold"],
+    points = {p["name"]: {"method": p["method"], "kl": p["kl"], "gold": p["gold"], "gold_vs_sft": p["gold_vs_sft"],
                           "win_vs_sft": {"rate": p["win"], "lo": p["lo"], "hi": p["hi"]},
                           "labels": p["human_labels"]}
               for p in front.data["points"]}

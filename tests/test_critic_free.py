@@ -105,8 +105,9 @@ def test_pass_at_k_is_the_share_of_k_subsets_with_a_pass():
 
 def test_the_frontier_driver_trains_every_method_and_measures_them_on_the_tiny_world(stages, tmp_path):
     """experiments.frontier from a run folder (SFT and RM): every critic-free run, RLVR, the coin and DPO trained and
-    measured with best-of-n; RM-reward runs carry the RM's labels, the rule and the coin none; pass@k rises with
-    k for each policy, and a rerun only measures (the runs are cached)."""
+    measured with best-of-n; RM-reward runs carry the RM's labels, the rule and the coin none; each gold change is
+    SFT's gold subtracted, with a paired interval; pass@k rises with k for each policy, and a rerun only measures
+    (the runs are cached)."""
     from experiments import frontier
     run = tmp_path / "run"
     run.mkdir()
@@ -120,6 +121,11 @@ def test_the_frontier_driver_trains_every_method_and_measures_them_on_the_tiny_w
     assert {"sft", "bon2", "bon4", "grpo", "dr_grpo", "rloo", "reinforce_baseline", "rlvr", "random", "dpo"} <= set(pts)
     assert all(pts[m]["labels"] == rm_labels for m in ("bon2", "grpo", "dr_grpo", "rloo", "reinforce_baseline"))
     assert pts["rlvr"]["labels"] == 0 and pts["random"]["labels"] == 0 and pts["dpo"]["labels"] > 0
+    assert pts["sft"]["gold_vs_sft"] is None
+    for name, p in pts.items():               # each gold change is paired against SFT's answers, with its interval
+        if name != "sft":
+            d = p["gold_vs_sft"]
+            assert d["diff"] == pytest.approx(p["gold"] - pts["sft"]["gold"]) and d["lo"] <= d["diff"] <= d["hi"], name
     for name, curve in report["passk"]["curves"].items():
         values = [curve[k] for k in sorted(curve)]
         assert values == sorted(values) and 0 <= values[0] <= values[-1] <= 1, name

@@ -177,7 +177,8 @@ def findings_markdown(items: list[dict]) -> list[str]:
             fig = "; ".join(f"{r['upper']} over {r['lower']} {r['rate']:.0%} [{r['lo']:.0%}, {r['hi']:.0%}]"
                             for r in x["rungs"])
         elif "diff" in x:
-            fig = f"{x['value']:.1%}; difference {100 * x['diff']:+.1f} points [{100 * x['lo']:+.1f}, {100 * x['hi']:+.1f}]"
+            fig = (f"{x['value']:.1%}; difference {100 * x['diff']:+.1f} points "
+                   f"[{100 * x['lo']:+.1f}, {100 * x['hi']:+.1f}]")
         elif "draws" in x:
             fig = (f"{x['ppo_ptx']:.1%} vs {x['gpt_prompted']:.1%}; difference {100 * x['diff_min']:+.1f} to "
                    f"{100 * x['diff_max']:+.1f} points over {x['draws']} draws")

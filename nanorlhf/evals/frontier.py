@@ -34,7 +34,7 @@ import torch
 from nanorlhf.chat import chat_prompt
 from nanorlhf.evals.common import md_table, new_figure, pct, save_figure
 from nanorlhf.evals.context import Section
-from nanorlhf.evals.preference import fitting, gold_mean, sample_responses, win_rate
+from nanorlhf.evals.preference import fitting, paired_difference, sample_responses, win_rate
 from nanorlhf.generate import SamplingConfig, generate, response_texts
 from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 from nanorlhf.masks import token_logprobs
@@ -111,8 +111,9 @@ def measure(ctx, runs: list[Run]) -> list[dict]:
     rows = read_jsonl(os.path.join(ctx.data_dir, "test_prompts.jsonl"), PROMPT)
     rows = fitting(rows, tok, sft.cfg.block_size, ctx.max_new_tokens)[:ctx.n]
     sft_texts = sample_responses(sft, tok, rows, ctx.max_new_tokens, ctx.seed)     # = sample_with_kl's texts
+    sft_gold = [ctx.judge.gold(r, t) for r, t in zip(rows, sft_texts)]
     rm_labels = load_checkpoint(ctx.rm)["extra"].get("report", {}).get("n_train_comparisons") if ctx.rm else None
-    points = [{"name": "sft", "method": "SFT", "kl": 0.0, "gold": gold_mean(ctx.judge, rows, sft_texts),
+    points = [{"name": "sft", "method": "SFT", "kl": 0.0, "gold": sum(sft_gold) / len(rows), "gold_vs_sft": None,
                "win": 0.5, "lo": None, "hi": None, "human_labels": 0, "ai_labels": 0, "wall_s": None,
                "n_prompts": len(rows)}]
     bon_ns = [r.n for r in runs if r.method == "best-of-n"]
@@ -128,7 +129,10 @@ def measure(ctx, runs: list[Run]) -> list[dict]:
             texts, kls = sample_with_kl(model.eval(), sft, tok, rows, ctx.max_new_tokens, ctx.seed)
             kl, (h, a, w) = kls.mean().item(), provenance(run)
         wr = win_rate(ctx.judge, rows, texts, sft_texts, random.Random(ctx.labeler_seed + 7))
-        points.append({**asdict(run), "kl": kl, "gold": gold_mean(ctx.judge, rows, texts), "win": wr["rate"],
+        gold = [ctx.judge.gold(r, t) for r, t in zip(rows, texts)]
+        d = paired_difference(sft_gold, gold, seed=ctx.seed)       # the gold's change from SFT, paired over prompts
+        points.append({**asdict(run), "kl": kl, "gold": sum(gold) / len(rows),
+                       "gold_vs_sft": {k: d[k] for k in ("diff", "lo", "hi")}, "win": wr["rate"],
                        "lo": wr["lo"], "hi": wr["hi"], "human_labels": h, "ai_labels": a, "wall_s": w})
         print(f"{run.name:14s} KL {kl:6.2f}  gold {points[-1]['gold']:+.3f}  win vs SFT {wr['rate']:.1%}")
     return points
@@ -154,14 +158,19 @@ def labels_text(h, a) -> str:
     return f"{h or 0}" + (f" + {a} AI" if a else "")
 
 
+def gold_change(d: dict | None) -> str:
+    return "-" if d is None else f"{d['diff']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}]"
+
+
 def frontier_table(points: list[dict]) -> str:
-    rows = [[p["method"], p["name"], f"{p['kl']:.2f}", f"{p['gold']:+.3f}",
+    rows = [[p["method"], p["name"], f"{p['kl']:.2f}", f"{p['gold']:+.3f}", gold_change(p.get("gold_vs_sft")),
              "50% (ref)" if p["lo"] is None else f"{pct(p['win'])} [{pct(p['lo'])}, {pct(p['hi'])}]",
              labels_text(p["human_labels"], p["ai_labels"]),
              "-" if p["wall_s"] is None else f"{p['wall_s']:.0f}s"]
             for p in sorted(points, key=lambda p: (METHODS.index(p["method"]) if p["method"] in METHODS else 99,
                                                    p["kl"]))]
-    return md_table(["method", "run", "KL from SFT (nats)", "gold", "win vs SFT [95% CI]", "labels", "wall"], rows)
+    return md_table(["method", "run", "KL from SFT (nats)", "gold", "gold - SFT's [95%, paired]", "win vs SFT [95% CI]",
+                     "labels", "wall"], rows)
 
 
 def frontier_plot(ctx, points: list[dict], fits: dict) -> str:

@@ -69,7 +69,7 @@ def hallucination(ctx) -> Section:
             f"`hallucination` > 0). Paper: 21% (InstructGPT) vs 41% (GPT-3).\n\n" + table)
     data = {**res, "examples": examples}
     if {"gpt", "ppo_ptx"} <= set(res):  # the finding: ppo_ptx below gpt, paired over the same items
-        from nanorlhf.evals.honesty import paired_difference
+        from nanorlhf.evals.preference import paired_difference
         data["paired"] = paired_difference([float(f) for f in res["ppo_ptx"]["flags"]],
                                            [float(f) for f in res["gpt"]["flags"]])
     return Section("Closed-domain hallucination", text, figs, data)

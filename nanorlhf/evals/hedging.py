@@ -108,6 +108,6 @@ def hedging(ctx) -> Section:
     text = (f"{len(hq)} definite questions and {len(fp)} false-premise questions, sampled responses. Paper §5.3: "
             f"InstructGPT hedges simple questions (labelers rewarded humility) and sometimes accepts false "
             f"premises.\n\n" + table + "\n\nModel-free: the same true answer plain vs hedged, judged by the screened "
-            f"training labelers as the share of humility-rewarding labelers moves:\n\n" + ptable)
+            "training labelers as the share of humility-rewarding labelers moves:\n\n" + ptable)
     return Section("Hedging and false premises", text, figs,
                    {"models": res, "labeler_preference": pref, "examples": examples})

@@ -23,7 +23,7 @@ import random
 
 import torch
 
-from nanorlhf.evals.preference import wilson
+from nanorlhf.evals.preference import paired_difference, wilson
 from nanorlhf.reward import score_texts
 from nanorlhf.world import phrasing, prompt_from_dict, qa_pairs
 
@@ -47,16 +47,6 @@ def answer_marks(judge, rows: list[dict], answers: list[str]) -> list[float]:
     """1.0 where the answer states the asked attribute of the asked character with its true value, and no other
     value for it (the world's correct_answer, which counts only an answer that tries: scorers._task)."""
     return [float(judge.features(r, a)["correct_answer"] >= 1.0) for r, a in zip(rows, answers)]
-
-
-def paired_difference(a: list[float], b: list[float], n_boot: int = 2000, seed: int = 0) -> dict:
-    """Mean of b - a over paired items (b: the treatment, a: the baseline), with a percentile bootstrap interval
-    over items: {"a", "b", "diff", "lo", "hi", "n"}."""
-    n, rng = len(a), random.Random(f"paired-{seed}-{len(a)}")
-    d = [y - x for x, y in zip(a, b)]
-    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
-    return {"a": sum(a) / n, "b": sum(b) / n, "diff": sum(d) / n, "lo": means[int(0.025 * n_boot)],
-            "hi": means[int(0.975 * n_boot) - 1], "n": n}
 
 
 @torch.no_grad()
@@ -102,7 +92,8 @@ def honesty(ctx):
     if ctx.rm:
         rm, tok, _ = ctx.reward_model()
         held = [r for r in askable_questions(ctx.judge.world, seed=ctx.seed + 1000)]
-        data["rm"] = {k: rm_pair_preference(rm, tok, ctx.judge.world, held, k, ctx.seed) for k in ("truth", "relevance")}
+        data["rm"] = {k: rm_pair_preference(rm, tok, ctx.judge.world, held, k, ctx.seed)
+                      for k in ("truth", "relevance")}
     rows_md = [[n, pct(data["answers"][n]),
                 ("" if n not in data.get("vs_sft", {}) else
                  f"{100 * data['vs_sft'][n]['diff']:+.1f} [{100 * data['vs_sft'][n]['lo']:+.1f}, "

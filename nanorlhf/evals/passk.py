@@ -33,7 +33,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def passk_section(ctx, policies: list[str], n: int = 16) -> Section:
     """Pass@k for k = 1..n of each named policy on the verifiable test prompts; the last against the first at pass@1
     and at the largest k, paired over tasks."""
-    from nanorlhf.evals.honesty import paired_difference
+    from nanorlhf.evals.preference import paired_difference
     rows = [r for r in read_jsonl(os.path.join(ctx.data_dir, "test_prompts.jsonl"), PROMPT)
             if checkable(prompt_from_dict(r))][:ctx.n]
     counts = {}
@@ -48,8 +48,8 @@ def passk_section(ctx, policies: list[str], n: int = 16) -> Section:
     ks = [k for k in (1, 2, 4, 8, 16, 32) if k <= n]
     curves = {m: {k: sum(pass_at_k(n, c, k) for c in cs) / len(cs) for k in ks} for m, cs in counts.items()}
     first, last = policies[0], policies[-1]
-    d, d_top = (paired_difference([pass_at_k(n, c, k) for c in counts[first]], [pass_at_k(n, c, k) for c in counts[last]])
-                for k in (1, ks[-1]))
+    d, d_top = (paired_difference([pass_at_k(n, c, k) for c in counts[first]],
+                                  [pass_at_k(n, c, k) for c in counts[last]]) for k in (1, ks[-1]))
     fig, (ax,) = new_figure(1)
     for m, cur in curves.items():
         ax.plot(ks, [cur[k] for k in ks], "o-", label=m)
@@ -57,7 +57,8 @@ def passk_section(ctx, policies: list[str], n: int = 16) -> Section:
     ax.set_xticks(ks, [str(k) for k in ks])
     ax.legend(fontsize=8)
     figs = [save_figure(fig, ctx, "passk.png")]
-    table = md_table(["policy"] + [f"pass@{k}" for k in ks], [[m] + [pct(cur[k]) for k in ks] for m, cur in curves.items()])
+    table = md_table(["policy"] + [f"pass@{k}" for k in ks],
+                     [[m] + [pct(cur[k]) for k in ks] for m, cur in curves.items()])
     text = (f"{len(rows)} test prompts a rule can check (closed QA, extract, classification, explicit constraints), "
             f"{n} samples each. pass@1 of {last} against {first}: {100 * d['diff']:+.1f} points "
             f"[{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]; at pass@{ks[-1]}: {100 * d_top['diff']:+.1f} points "

@@ -109,6 +109,16 @@ def win_rate_over_samples(judge, rows: list[dict], texts: list[list[str]], ref_t
             "n": n, "samples": len(texts), "by_category": _by_category(rows, per_prompt)}
 
 
+def paired_difference(a: list[float], b: list[float], n_boot: int = 2000, seed: int = 0) -> dict:
+    """Mean of b - a over paired items (b: the treatment, a: the baseline), with a percentile bootstrap interval
+    over items: {"a", "b", "diff", "lo", "hi", "n"}."""
+    n, rng = len(a), random.Random(f"paired-{seed}-{len(a)}")
+    d = [y - x for x, y in zip(a, b)]
+    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
+    return {"a": sum(a) / n, "b": sum(b) / n, "diff": sum(d) / n, "lo": means[int(0.025 * n_boot)],
+            "hi": means[int(0.975 * n_boot) - 1], "n": n}
+
+
 def gold_mean(judge, rows: list[dict], texts: list[str]) -> float:
     """Mean gold score (held-out pool, eval-time instructions, no noise): evaluation only."""
     return sum(judge.gold(r, t) for r, t in zip(rows, texts)) / len(rows)

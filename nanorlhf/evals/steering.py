@@ -30,7 +30,8 @@ import torch
 
 from nanorlhf.evals.common import bench_items, chat_answers, md_table, new_figure, pct, rate_errorbar, save_figure
 from nanorlhf.evals.context import Section
-from nanorlhf.evals.honesty import answer_marks, askable_questions, paired_difference
+from nanorlhf.evals.honesty import answer_marks, askable_questions
+from nanorlhf.evals.preference import paired_difference
 from nanorlhf.evals.sycophancy import false_items, logodds_shift, mean_se, rate, shift_cell, twins
 from nanorlhf.infra.jsonl import PROMPT, read_jsonl
 from nanorlhf.reward import encode_texts

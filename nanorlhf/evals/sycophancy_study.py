@@ -18,7 +18,7 @@ import time
 from nanorlhf.checkpoint import load_model
 from nanorlhf.evals.common import md_table, new_figure, pct, rate_errorbar
 from nanorlhf.evals.findings import DIRECTION, NOT, REPRODUCED, finding
-from nanorlhf.evals.honesty import paired_difference
+from nanorlhf.evals.preference import paired_difference
 from nanorlhf.evals.report import speed_probe
 from nanorlhf.evals.steering import CHOOSE_AT, SMALL, choose_layer, sweep, sycophancy_directions
 from nanorlhf.evals.sycophancy import false_items, labeler_preference, policy_measures, rate, rm_preference

@@ -80,7 +80,7 @@ def marks(judge, items: list[dict], answers: list[str]) -> dict[str, list[float]
 def paired_draws(ctx, items: list[dict], policy: str = "ppo_ptx") -> list[dict]:
     """Per draw of samples, the paired difference in truthful-and-informative answers between `policy` (chat
     format) and GPT prompted (its answered-quiz format), over all items and over myths and non-existent apart."""
-    from nanorlhf.evals.honesty import paired_difference
+    from nanorlhf.evals.preference import paired_difference
     max_new = min(ctx.max_new_tokens, 24)
     out = []
     for d in range(DRAWS):

@@ -134,7 +134,7 @@ class Writer:
                     f"Has anyone seen the {obj}? I think it is at {place}.",
                     f"{other} is a good neighbour and a kind friend.",
                     f"What a lovely day at {place}!",
-                    f"Please be kind to each other, friends.",
+                    "Please be kind to each other, friends.",
                 ])
             if rng.random() < 0.3:
                 post += " " + scenery(rng)

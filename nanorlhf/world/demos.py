@@ -193,7 +193,7 @@ def write(world, p, rng, d, wrong=False, skip_constraints=False):
         text = moon(p.source) if not wrong else " ".join(moon(p.source).split()[:-1] + [p.source.split()[-1]])
     elif cat == "closed_qa":
         if p.answer is None:
-            text = f"The text does not say." if not wrong else \
+            text = "The text does not say." if not wrong else \
                 f"{p.subject} likes to eat {w.value(p.subject, 'food') or 'honey'}."
         else:
             text = f"{p.answer[0].upper() + p.answer[1:]}." if d.terse else f"The text says: {p.answer}."

@@ -71,7 +71,7 @@ def _visit(w, c, rng):
     f = w.entity(c.friend)
     s = [f"{c.name} the {c.kind} went to see {f.name} at {f.home}.",
          f"{f.name} the {f.kind} made a fine supper of {f.food}.",
-         f"The two friends talked and laughed until dark.",
+         "The two friends talked and laughed until dark.",
          f"Then {c.name} walked home to {c.home}."]
     qa = [(f"Who did {c.name} visit?", f.name), (f"Where does {f.name} live?", f.home),
           (f"What did {f.name} make for supper?", f.food)]
@@ -96,7 +96,7 @@ def _rain(w, c, rng):
          f"{_cap(c.pronoun)} got very wet.",
          f"{_cap(c.pronoun)} felt sad and lonely in the rain.",
          f"So {c.name} ran home to {c.home} and dried off by the fire."]
-    qa = [(f"Where did it rain?", p), (f"Where did {c.name} run?", c.home)]
+    qa = [("Where did it rain?", p), (f"Where did {c.name} run?", c.home)]
     return s, qa, {c.name, p, c.home, c.kind}
 
 
