@@ -5,7 +5,7 @@ GPT trained here on the generated village's corpus (encyclopedia, gossip, quiz
 sheets, forums, ...), which is what makes it know facts but not follow instructions.
 
     python pretrain.py --preset=tiny      # < 1 minute on 2 CPU cores (tests use this)
-    python pretrain.py --preset=small     # the default CPU run; see docs/results.md for time and loss
+    python pretrain.py --preset=small     # the default CPU run; docs/results.md gives its time in the pipeline
     python pretrain.py --corpus=my.txt    # any text file (documents split at blank lines)
 
 Writes out_dir/ckpt.pt (model, optimiser, step, data position, RNG states, config),

@@ -110,8 +110,7 @@ class CausalSelfAttention(nn.Module):
             k, v = kv_cache.update(self.layer_idx, k, v)                         # (B, nh, T_total, hs)
             q = q.to(k.dtype)  # a bfloat16 cache: attention reads half the bytes (decoding is bound by them)
         # sampling with the KV cache (itself a fast path, tested against the naive loop) always takes the fused
-        # kernel: decode steps of a few rows are bound by op overhead, where it is ~1.4x faster here
-        # (docs/results.md, speed)
+        # kernel: decode steps of a few rows are bound by op overhead, which the fused kernel cuts
         if self.cfg.attn == "manual" and kv_cache is None:
             # BEGIN ASSIGNMENT attention
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))              # (B, nh, T, T)

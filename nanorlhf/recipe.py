@@ -56,8 +56,8 @@ class Recipe:
     # DEVIATION: the paper's held-out-labeler RMs train on all the other groups' labels; here on 1,000 (time)
     rm_heldout_prompts: int = 1000
     """ranked prompts the held-out-labeler RM trains on (0 = all of its 4 groups'; train_rm --heldout_prompts)"""
-    # DEVIATION: the paper trains its RM one epoch (more overfits at 6B); a 1M-parameter RM underfits in one, and
-    # a third epoch adds about a point of accuracy over two (refits of both seeds' rankings: docs/results.md)
+    # DEVIATION: the paper trains its RM one epoch (more overfits at 6B); a 1M-parameter RM underfits in one
+    # (docs/results.md, tried and dropped), and a third epoch adds about a point of accuracy over two
     rm_epochs: int = 3
     """RM epochs (paper: 1; one underfits at this label budget)"""
     rm_lr: float = 3e-4
@@ -67,21 +67,20 @@ class Recipe:
     rm_fact_checks: int = 1500
     """questions about characters' facts whose true and false (and asked and other-attribute) replies the labelers
     rank, beside the RM prompts' own claim checks (train_rm --fact_checks)"""
-    # chosen on the 300 validation prompts (docs/results.md): in iterations of 64, 1m PPO-ptx won 57.5% after 60 and
-    # 62.7% after 120; those 7,680 episodes as 60 of 128 won 61.1-63.9% over four PPO seeds where 120 of 64 won
-    # 57.6-63.7% over five, 20% faster. The 100k model gains nothing from PPO (50.0%, 50.9%, 50.0% after 20, 40, 60
-    # of 64: its SFT model is fitted), so it runs 15 of 128
+    # chosen on the 300 validation prompts (docs/results.md, tried and dropped): 7,680 episodes as 60 iterations of
+    # 128 rather than 120 of 64, whose runs spread twice as far over PPO seeds. The 100k model gains nothing from
+    # more PPO (its SFT model is fitted), so it runs 15 of 128
     ppo_iterations: str = "1m:60,100k:15"
     """PPO iterations per size, each of --ppo_batch episodes"""
     ppo_batch: int = 128
     """episodes per PPO iteration (paper: 512), in minibatches of 32"""
     ppo_lr: float = 2e-4
     """PPO's learning rate (policy and value model)"""
-    # DEVIATION: the paper's beta is 0.02; a weak RM is exploited at 0.02 (README)
+    # DEVIATION: the paper's beta is 0.02; a weak RM is exploited at 0.02 (docs/results.md, tried and dropped)
     ppo_beta: float = 0.1
     """KL penalty coefficient (paper: 0.02)"""
-    # DEVIATION: one gamma_ptx in the paper; the small SFT model has forgotten its pretraining (LM loss 1.3 -> 8.9),
-    # and at gamma 1 the mix pulls it back to the corpus and off the instructions (docs/results.md)
+    # DEVIATION: one gamma_ptx in the paper; the small SFT model has forgotten its pretraining (LM loss 1.3 -> 8.8),
+    # and at gamma 1 the mix pulls it back to the corpus and off the instructions
     ptx_coef: str = "1m:1,100k:0.1"
     """gamma_ptx of PPO-ptx per size"""
 

@@ -1,10 +1,10 @@
 """Lanes: chains of stages run side by side, one process per lane, the CPU's cores split between them.
 
 At these model sizes one PyTorch process does not keep two cores busy: per-op overheads do not parallelise
-inside an op. On a 2-core CPU the small pipeline's two lanes, one pinned core and one thread each, did in
-321 s the stages that took about 500 s one at a time on both cores (docs/results.md). pipeline.py runs the
-RM's sampling (nanorlhf/world/comparisons.py) and the stages after its reward model this way, and then its
-evaluation's ladder beside its suites. A lane is a list of stages run in order by nanorlhf.infra.stages.Stages in
+inside an op. On a 2-core CPU the small pipeline's two lanes, one pinned core and one thread each, finish
+their stages sooner than the same stages run one at a time on both cores. pipeline.py runs the RM's sampling
+(nanorlhf/world/comparisons.py) and the stages after its reward model this way, and then its evaluation's
+ladder beside its suites. A lane is a list of stages run in order by nanorlhf.infra.stages.Stages in
 a spawned process (spawn, not fork: a forked OpenMP runtime can hang); every line it prints carries its
 stage's name. A stage may read what stages before the lanes wrote, or earlier stages of its own lane
 (check_lanes refuses any other plan).

@@ -3,7 +3,7 @@
 Under bfloat16 autocast the matrix multiplies run in bfloat16 while the weights,
 the optimiser state, LayerNorm, softmax, log-softmax and the losses stay in float32
 (torch's autocast op lists); on a CPU with AVX512-BF16 a training step of the 1m
-model runs about 1.5-1.7x faster (docs/results.md, speed: `python -m experiments.bench`).
+model runs faster (`python -m experiments.bench` measures by how much: docs/results.md, speed).
 Sampling's matmuls lose (a decode step's few rows are bound by overhead, and the casts
 add to it), so they stay float32; only its KV cache may be bfloat16 (`cache_dtype`).
 `fast_bfloat16` detects native bfloat16 rather than assume it, and `resolve_dtype` turns
@@ -25,7 +25,7 @@ DTYPES = ("float32", "bfloat16")
 # oneDNN, which runs torch's bfloat16 matmuls on a CPU, compiles a kernel for every new matrix shape (about 6 ms
 # on one core, against about 1 ms to run the 1m model's largest) and keeps the last 1,024: passes whose length
 # moves a token at a time compile again and again. Padding a varying dimension up to a multiple keeps the shapes
-# few (docs/results.md, speed); float32's kernels are not compiled per shape and lose a little to the padding.
+# few; float32's kernels are not compiled per shape and lose a little to the padding.
 SHAPE_MULTIPLE = 16
 
 
@@ -39,7 +39,7 @@ def resolve_dtype(name: str, device: str = "cpu") -> str:
     """float32 or bfloat16 as asked; "auto" is bfloat16 where it runs natively (fast_bfloat16), float32 elsewhere.
 
     Without native bfloat16 (a CPU with AVX2 only, say) autocast emulates it: a training step of the 1m model
-    then runs about 7x slower than in float32 (docs/results.md, speed), so "auto" is what the pipeline passes.
+    then runs far slower than in float32, so "auto" is what the pipeline passes.
     """
     if name == "auto":
         return "bfloat16" if fast_bfloat16(device) else "float32"
@@ -63,9 +63,9 @@ def cache_dtype(dtype: str, device: str = "cpu") -> str:
     """The KV cache's dtype for sampling under `dtype`: bfloat16 only where it runs natively, else float32.
 
     Decoding reads every cached key and value at every step: a bfloat16 cache halves those bytes, which
-    gave 1.15-1.2x faster sampling on one core of an Intel Xeon with AMX but 0.8x on an AMD EPYC with
-    AVX512-BF16, where the attention's tiny per-head products cost as much as its bytes (docs/results.md,
-    speed section). PPO's rollouts, whose answers are short, gained about 1 s in 60 on the Intel CPU, so
+    sped sampling up on an Intel Xeon with AMX but slowed it down on an AMD EPYC with AVX512-BF16, where
+    the attention's tiny per-head products cost as much as its bytes (`python -m experiments.bench` sets
+    the two caches side by side). PPO's rollouts, whose answers are short, gain little from it, so
     train_ppo.py keeps them float32 unless --rollout_cache=bfloat16. The matmuls stay float32: at
     a decode step's few rows bfloat16 gains nothing.
     """
