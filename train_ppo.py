@@ -64,8 +64,8 @@ class Config:
     """float32, bfloat16 autocast, or auto (bfloat16 only where native), for scoring and update passes; rollouts
     stay float32 (nanorlhf/infra/precision.py)"""
     rollout_cache: str = "float32"
-    """the rollouts' KV cache: float32, or bfloat16 where the CPU runs it natively (1.1-1.2x faster decoding in the
-    bench, but about 1 s of a 60 s PPO run here, whose short answers keep the cache small: docs/results.md, speed)"""
+    """the rollouts' KV cache: float32, or bfloat16 where the CPU runs it natively (faster decoding in the bench,
+    little in a PPO run, whose short answers keep the cache small: python -m experiments.bench)"""
     save_every: int = 20
     """iterations between checkpoints (kept as iter{N}.pt for over-optimisation curves)"""
     log_samples: int = 2

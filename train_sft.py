@@ -7,7 +7,7 @@ overfits after one, and picks the checkpoint by reward-model score on
 validation prompts; every epoch's weights are kept so --select_by_rm can do so.
 
     python train_sft.py --preset=tiny                       # seconds
-    python train_sft.py --preset=small                      # see docs/results.md for time and losses
+    python train_sft.py --preset=small                      # docs/results.md gives its time in the pipeline
     python train_sft.py --preset=small --select_by_rm=out/small/rm/ckpt.pt
 
 Writes out_dir/epoch{E}.pt (weights), out_dir/ckpt.pt (the chosen epoch, plus
