@@ -31,11 +31,12 @@ def test_has_data_tells_data_from_decoration():
 
 def test_save_figure_removes_empty_panels_marks_short_series_and_moves_legends(tmp_path):
     """An empty panel is removed (its title returned), a one-point series gets a marker, a long one none, and a
-    legend ends up below its panel, clear of the data."""
-    fig, (empty, short, long) = plt.subplots(1, 3)
+    legend ends up below its panel and its x label, clear of the data and of the label, in a short figure too."""
+    fig, (empty, short, long) = plt.subplots(1, 3, figsize=(9, 2.5))
     empty.set_title("nothing")
     empty.axhline(0.5)
     short.plot([3], [1.0], label="one point")
+    short.set_xlabel("KL from SFT (nats)")
     short.legend()
     long.plot(range(50), range(50))
     assert save_figure(fig, tmp_path / "f.png", "title") == ["nothing"]
@@ -44,6 +45,7 @@ def test_save_figure_removes_empty_panels_marks_short_series_and_moves_legends(t
     fig.canvas.draw()
     legend, panel = short.get_legend().get_window_extent(), short.get_window_extent()
     assert legend.y1 < panel.y0  # below the panel: it covers no data
+    assert legend.y1 <= short.xaxis.get_label().get_window_extent().y0 + 1  # and below the axis label
 
 
 def test_every_png_is_saved_by_save_figure():

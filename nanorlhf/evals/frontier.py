@@ -174,6 +174,8 @@ def frontier_table(points: list[dict]) -> str:
 
 
 def frontier_plot(ctx, points: list[dict], fits: dict) -> str:
+    import matplotlib.pyplot as plt
+
     from nanorlhf.evals.overoptimization import gao_curve
     fig, (ax_g, ax_w) = new_figure(2)
     gold0 = points[0]["gold"]
@@ -181,8 +183,10 @@ def frontier_plot(ctx, points: list[dict], fits: dict) -> str:
         pts = sorted([p for p in points if p["method"] == m], key=lambda p: p["kl"])
         if not pts:
             continue
-        line = ax_g.plot([p["kl"] for p in pts], [p["gold"] for p in pts], "o-", label=m)[0]
-        ax_w.plot([p["kl"] for p in pts], [p["win"] for p in pts], "o-", color=line.get_color(), label=m)
+        i = METHODS.index(m)                # one look a method: tab20's dark colours, then its light ones, squares
+        colour, marker = plt.get_cmap("tab20")((2 * i) % 20 + (2 * i) // 20), "os"[i // 10]
+        line = ax_g.plot([p["kl"] for p in pts], [p["gold"] for p in pts], marker + "-", color=colour, label=m)[0]
+        ax_w.plot([p["kl"] for p in pts], [p["win"] for p in pts], marker + "-", color=line.get_color(), label=m)
         form = "bon" if m == "best-of-n" else "rl" if m == "PPO" else None
         if form and fits.get(form):
             kls = np.concatenate([np.linspace(0, 1, 20), np.geomspace(1, max(1.0, max(p["kl"] for p in pts)), 40)])

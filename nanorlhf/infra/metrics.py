@@ -149,13 +149,17 @@ def save_figure(fig, path, title: str | None = None) -> list[str]:
                     "None", None, "", " "):
                 line.set_marker("o")
                 line.set_markersize(4)
-        if ax.get_legend() is not None:
-            handles, labels = ax.get_legend_handles_labels()
-            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, len(labels)),
-                      fontsize=7, frameon=False)
+    legends = [(ax, ax.get_legend_handles_labels()) for ax in fig.axes if ax.get_legend() is not None]
+    for ax, _ in legends:
+        ax.get_legend().remove()
     if title is not None:
         fig.suptitle(title)
     fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    for ax, (handles, labels) in legends:      # just below the panel's x axis and its label, whatever the height
+        below = ax.transAxes.inverted().transform((0, ax.xaxis.get_tightbbox(renderer).y0))[1]
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, below), ncol=min(3, len(labels)),
+                  fontsize=7, frameon=False)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return removed
