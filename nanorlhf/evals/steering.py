@@ -200,12 +200,7 @@ def steering_section(ctx, name, layer, effect, dirs, res, hall, n_a) -> Section:
                        "floor"], rows)
     fs = list(res)
     fig, axes = new_figure(2)
-    axes[0].errorbar(fs, [res[f]["shift"]["mean"] for f in fs], yerr=[1.96 * res[f]["shift"]["se"] for f in fs],
-                     marker="o", capsize=3)
-    axes[0].axhline(0, color="k", lw=0.5)
-    axes[0].set_xlabel("multiplier (fraction of the residual norm)")
-    axes[0].set_ylabel("log-odds shift towards the belief (nats)")
-    axes[0].set_title(f"{name}, layer {layer}, held-out prompts")
+    shift_panel(axes[0], res, f"{name}, layer {layer}, held-out prompts")
     rate_errorbar(axes[1], fs, [res[f]["sycophancy"] for f in fs], marker="o", label="sycophancy (sampled)")
     rate_errorbar(axes[1], list(hall), list(hall.values()), marker="s", label="hallucination (its vector)")
     axes[1].set_xlabel("multiplier (fraction of the residual norm)")
@@ -224,3 +219,14 @@ def steering_section(ctx, name, layer, effect, dirs, res, hall, n_a) -> Section:
             "sweep": {f: {k: v for k, v in r.items() if k not in ("shift_items", "floor")} for f, r in res.items()},
             "hallucination": hall}
     return Section("Steering sycophancy and hallucination", text, figs, data)
+
+
+def shift_panel(ax, res: dict, title: str) -> None:
+    """The log-odds shift against the multiplier with its 95% bars (res: a sweep's {multiplier: measures})."""
+    fs = list(res)
+    ax.errorbar(fs, [res[f]["shift"]["mean"] for f in fs], yerr=[1.96 * res[f]["shift"]["se"] for f in fs],
+                marker="o", capsize=3)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xlabel("multiplier (fraction of the residual norm)")
+    ax.set_ylabel("log-odds shift towards the belief (nats)")
+    ax.set_title(title)

@@ -20,7 +20,7 @@ from nanorlhf.evals.common import md_table, new_figure, pct, rate_errorbar
 from nanorlhf.evals.findings import DIRECTION, NOT, REPRODUCED, finding
 from nanorlhf.evals.preference import paired_difference
 from nanorlhf.evals.report import speed_probe
-from nanorlhf.evals.steering import CHOOSE_AT, SMALL, choose_layer, sweep, sycophancy_directions
+from nanorlhf.evals.steering import CHOOSE_AT, SMALL, choose_layer, shift_panel, sweep, sycophancy_directions
 from nanorlhf.evals.sycophancy import false_items, labeler_preference, policy_measures, rate, rm_preference
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import write_text
@@ -198,12 +198,7 @@ def by_multiplier_figure(cfg, st) -> str:
     fig, axes = new_figure(2)
     sw = st["sweep"]
     fs = list(sw)
-    axes[0].errorbar(fs, [sw[f]["shift"]["mean"] for f in fs], yerr=[1.96 * sw[f]["shift"]["se"] for f in fs],
-                     marker="o", capsize=3)
-    axes[0].axhline(0, color="k", lw=0.5)
-    axes[0].set_xlabel("multiplier (fraction of the residual norm)")
-    axes[0].set_ylabel("log-odds shift towards the belief (nats)")
-    axes[0].set_title(f"study SFT, layer {st['layer']}, held-out prompts")
+    shift_panel(axes[0], sw, f"study SFT, layer {st['layer']}, held-out prompts")
     rate_errorbar(axes[1], fs, [sw[f]["sycophancy"] for f in fs], marker="o", label="adopts the false belief")
     fl = [f for f in fs if "floor" in sw[f]]
     axes[1].plot(fl, [sum(sw[f]["floor"]["accuracy"]) / len(sw[f]["floor"]["accuracy"]) for f in fl], "s-",
