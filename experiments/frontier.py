@@ -147,7 +147,7 @@ def main(cfg: Config) -> dict:
               for p in front.data["points"]}
     report = {"points": points, "passk": passk.data, "train_s": train_s, "seconds": time.time() - t0}
     write_text(os.path.join(cfg.out_dir, "frontier.json"), json.dumps(report, indent=1))
-    md = f"## {front.title}\n\n{front.markdown}\n\n## {passk.title}\n\n{passk.markdown}\n"
+    md = f"## PPO and what came after it: gold against KL\n\n{front.markdown}\n\n## {passk.title}\n\n{passk.markdown}\n"
     write_text(os.path.join(cfg.out_dir, "frontier.md"), md)
     print(md)
     print(f"done in {(time.time() - t0) / 60:.1f} min (training {train_s / 60:.1f} min) -> {cfg.out_dir}")

@@ -130,5 +130,7 @@ def test_the_frontier_driver_trains_every_method_and_measures_them_on_the_tiny_w
         values = [curve[k] for k in sorted(curve)]
         assert values == sorted(values) and 0 <= values[0] <= values[-1] <= 1, name
     assert report["passk"]["top_k"] == max(report["passk"]["curves"]["sft"])
+    md = open(tmp_path / "f" / "frontier.md").read()
+    assert md.startswith("## PPO and what came after it") and "| RLOO | rloo |" in md and "## Pass@k" in md
     again = frontier.main(parse_config(frontier.Config, flags))
     assert again["train_s"] < report["train_s"] and again["points"]["grpo"] == pts["grpo"]
