@@ -29,7 +29,7 @@ from nanorlhf.chat import chat_prompt
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
 from nanorlhf.experience import make_group_experience, pg_minibatch_loss
 from nanorlhf.generate import SamplingConfig, generate_in_length_groups, response_texts
-from nanorlhf.infra.cli import UsageError, run
+from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import config_dict, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256
@@ -121,13 +121,10 @@ def main(cfg: Config) -> dict:
         rm.requires_grad_(False).eval()
         rm_bias = rm_ck["extra"]["bias"]
     os.makedirs(cfg.out_dir, exist_ok=True)
+    # RLVR trains on the tasks a rule can check, and on nothing else
+    keep = (lambda r: checkable(prompt_from_dict(r))) if cfg.reward == "rlvr" else None
     prompts = PromptSampler(os.path.join(cfg.data_dir, "ppo_prompts.jsonl"), tok,
-                            policy.cfg.block_size - hp.max_new_tokens, seed=cfg.seed)
-    if cfg.reward == "rlvr":  # RLVR trains on the tasks a rule can check, and on nothing else
-        prompts.rows = [r for r in prompts.rows if checkable(prompt_from_dict(r))]
-        if not prompts.rows:
-            raise UsageError(f"no prompt in {cfg.data_dir}/ppo_prompts.jsonl has a verifiable answer")
-        prompts.load_state_dict(prompts.state_dict())
+                            policy.cfg.block_size - hp.max_new_tokens, seed=cfg.seed, keep=keep)
     opt, gen = make_optimizer(policy, hp.lr, weight_decay=0.0), torch.Generator().manual_seed(cfg.seed)
     sampling = SamplingConfig(max_new_tokens=hp.max_new_tokens, temperature=hp.temperature)
     guard, log = NonFiniteGuard(max_consecutive=3), MetricsLog(os.path.join(cfg.out_dir, "metrics.jsonl"), fresh=True)

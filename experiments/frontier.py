@@ -29,7 +29,7 @@ from nanorlhf.evals.passk import passk_section
 from nanorlhf.infra.cli import run
 from nanorlhf.infra.config import parse_config, print_config
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.fileio import read_json, write_text
 from nanorlhf.infra.lanes import run_lanes
 from nanorlhf.infra.stages import Stages
 from nanorlhf.recipe import Recipe
@@ -106,14 +106,6 @@ def jobs(cfg: Config) -> list[tuple]:
     return out_jobs
 
 
-def _field(path: str, key: str):
-    """One field of a pipeline stage's JSON file (stage.json, report.json); None when the file is not there."""
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f).get(key)
-
-
 def main(cfg: Config) -> dict:
     print_config(cfg)
     t0, device = time.time(), resolve_device(cfg.device)
@@ -125,12 +117,12 @@ def main(cfg: Config) -> dict:
     n_lanes = cfg.lanes if device == "cpu" else 1
     run_lanes(st, [todo[i::n_lanes] for i in range(n_lanes)], n_lanes)
     train_s = time.time() - t0
-    rm_labels = _field(f"{cfg.run_dir}/rm/report.json", "n_train_comparisons")  # every RM-reward run's labels
+    rm_labels = read_json(f"{cfg.run_dir}/rm/report.json").get("n_train_comparisons")  # every RM-reward run's labels
     runs = [Run(f"bon{n}", "best-of-n", n=n, human_labels=rm_labels) for n in map(int, cfg.bon_ns.split(","))]
     for name, method in ((f"ppo_{cfg.size}", "PPO"), (f"ppo_ptx_{cfg.size}", "PPO-ptx")):
         if os.path.exists(f"{cfg.run_dir}/{name}/ckpt.pt"):
             runs.append(Run(name, method, f"{cfg.run_dir}/{name}/ckpt.pt", human_labels=rm_labels, ai_labels=0,
-                            wall_s=_field(f"{cfg.run_dir}/{name}/stage.json", "seconds")))
+                            wall_s=read_json(f"{cfg.run_dir}/{name}/stage.json").get("seconds")))
     runs += [Run(name, method, f"{cfg.out_dir}/{name}/ckpt.pt", ai_labels=0, wall_s=st.log.get(name, {}).get("seconds"),
                  human_labels=0 if name in ("rlvr", "random") else rm_labels) for name, method, _ in CRITIC_FREE]
     runs.append(Run("dpo", "DPO", f"{cfg.out_dir}/dpo/ckpt.pt", wall_s=st.log.get("dpo", {}).get("seconds")))

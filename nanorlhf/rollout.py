@@ -24,10 +24,13 @@ from nanorlhf.ppo import PPOConfig
 
 
 class PromptSampler:
-    """Prompts from a JSONL file, in a seeded order per epoch; resumable by (epoch, index)."""
+    """Prompts from a JSONL file, in a seeded order per epoch; resumable by (epoch, index). keep(row), when given,
+    keeps only the rows it accepts (RLVR: the tasks a rule can check)."""
 
-    def __init__(self, path, tok, max_prompt_tokens: int, seed: int = 0):
-        rows = read_jsonl(path, PROMPT)
+    def __init__(self, path, tok, max_prompt_tokens: int, seed: int = 0, keep=None):
+        rows = [r for r in read_jsonl(path, PROMPT) if keep is None or keep(r)]
+        if not rows:
+            raise DataError(f"{path}: no prompt is of the kind this run trains on")
         self.rows = [r for r in rows if len(chat_prompt(tok, r["prompt"])) <= max_prompt_tokens]
         if not self.rows:
             raise DataError(f"{path}: no prompt fits in {max_prompt_tokens} tokens (the context less --max_new_tokens)")

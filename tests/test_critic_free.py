@@ -73,9 +73,15 @@ def test_the_random_control_is_a_fair_coin_whatever_the_text():
     assert set(r.tolist()) <= {0.0, 1.0} and abs(r.mean().item() - 0.5) < 0.05
 
 
-def test_train_grpo_runs_on_the_tiny_world_with_each_reward(stages):
+def test_train_grpo_runs_on_the_tiny_world_with_each_reward(stages, monkeypatch):
     """train_grpo.main for two iterations with the RM, a verifiable reward and the coin: finite metrics with
     the fixed names, a checkpoint, and for RLVR only prompts a rule can check."""
+    read = []
+
+    def rule(prompt, text):                  # the rule reward, recording which prompts it was asked to read
+        read.append(checkable(prompt))
+        return verifiable(prompt, text)
+    monkeypatch.setattr(train_grpo, "verifiable", rule)
     for reward, est in (("rm", "grpo"), ("rlvr", "rloo"), ("random", "dr_grpo")):
         flags = ["--preset=tiny", f"--sft={stages['out']}/sft/ckpt.pt", f"--rm={stages['out']}/rm/ckpt.pt",
                  f"--data_dir={stages['data']}", f"--out_dir={stages['out']}/grpo_{reward}", f"--reward={reward}",
@@ -86,7 +92,7 @@ def test_train_grpo_runs_on_the_tiny_world_with_each_reward(stages):
                   "pg/equal_groups", "response/length", "response/cut_off"):
             assert k in m and m[k] == m[k], (reward, k)
         assert res["ckpt"].endswith("ckpt.pt")
-
+    assert read and all(read)                 # RLVR sampled only prompts a rule can check
 
 
 def test_pass_at_k_is_the_share_of_k_subsets_with_a_pass():

@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass
 
@@ -31,7 +30,7 @@ from nanorlhf.evals.common import pct
 from nanorlhf.evals.context import Section
 from nanorlhf.evals.frontier import Run, frontier_section
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import write_text
+from nanorlhf.infra.fileio import read_json, write_text
 from nanorlhf.world.feedback import PRINCIPLE
 
 
@@ -60,24 +59,17 @@ PLANS = {"tiny": Plan(bon_ns=(2, 4), dpo_betas=(0.1, 1.0), dpo_max_steps=2, ai_p
          "paper": Plan(bon_ns=(2, 4, 8, 16, 64, 256), rounds=4, n_prompts=1000)}
 
 
-def _read_json(path: str) -> dict:
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return json.load(f)
-
-
 def discover_runs(out: str, size: str, bon_ns=(2, 4, 8, 16), sweeps: bool = False) -> list[Run]:
     """The frontier's runs in a pipeline run folder (out/<run>): best-of-n, ppo_<size>'s checkpoints, ppo_ptx_<size>
     (and the beta / gamma_ptx sweeps), dpo_b*_<size>, rlaif_<size> and each round of iterated_<size>; labels and
     wall time from the stages' own files (stage.json, report.json, the DPO checkpoint)."""
-    rm_labels = _read_json(f"{out}/rm/report.json").get("n_train_comparisons")
+    rm_labels = read_json(f"{out}/rm/report.json").get("n_train_comparisons")
     runs = [Run(f"bon{n}", "best-of-n", n=n, human_labels=rm_labels, ai_labels=0) for n in bon_ns]
     ppo = [(f"ppo_{size}", "PPO", True), (f"ppo_ptx_{size}", "PPO-ptx", False)]
     ppo += [(f"ppo_beta0.02_{size}", "PPO", False), (f"ppo_beta0.3_{size}", "PPO", False),
             (f"ppo_ptx4_{size}", "PPO-ptx", False)] if sweeps else []
     for stage, method, every in ppo:                        # PPO's wall: its stage's, pro rata per iteration
-        meta = _read_json(f"{out}/{stage}/stage.json")
+        meta = read_json(f"{out}/{stage}/stage.json")
         total, secs = meta.get("config", {}).get("iterations"), meta.get("seconds")
         iters = sorted(int(p[:-3].rsplit("iter", 1)[1]) for p in glob.glob(f"{out}/{stage}/iter*.pt")) if every else []
         for it in (i for i in iters if total and i < total):    # the final one is ckpt.pt; stale ones are skipped
@@ -88,7 +80,7 @@ def discover_runs(out: str, size: str, bon_ns=(2, 4, 8, 16), sweeps: bool = Fals
     runs += [Run(os.path.basename(os.path.dirname(p)), "DPO", p)              # labels, wall: in the checkpoint
              for p in sorted(glob.glob(f"{out}/dpo_b*_{size}/ckpt.pt"))]
     for stage, method in ((f"rlaif_{size}", "RLAIF-hybrid PPO"), (f"iterated_{size}", "iterated PPO")):
-        rounds = _read_json(f"{out}/{stage}/report.json").get("rounds", [])
+        rounds = read_json(f"{out}/{stage}/report.json").get("rounds", [])
         for i, r in enumerate(rounds):
             last = i == len(rounds) - 1
             ckpt = f"{out}/{stage}/ppo/ckpt.pt" if last else r.get("ppo_ckpt", "")
@@ -100,18 +92,18 @@ def discover_runs(out: str, size: str, bon_ns=(2, 4, 8, 16), sweeps: bool = Fals
 
 def lineage_notes(out: str, size: str) -> list[str]:
     """What the table cannot say: the RM's cost, the feedback model's agreement, the iterated rounds."""
-    rm, notes = _read_json(f"{out}/rm/stage.json"), []
+    rm, notes = read_json(f"{out}/rm/stage.json"), []
     if rm:
         notes.append(f"The reward model (stage rm: {rm['seconds']:.0f}s, {rm['result']['report']['n_train_comparisons']} "
                      "prompts ranked) is shared by best-of-n, PPO and PPO-ptx and not in their wall; DPO needs none; "
                      "RLAIF and iterated PPO fit their own preference models inside theirs.")
-    fb = (_read_json(f"{out}/rlaif_{size}/report.json").get("rounds") or [{}])[0].get("feedback_agreement")
+    fb = (read_json(f"{out}/rlaif_{size}/report.json").get("rounds") or [{}])[0].get("feedback_agreement")
     if fb:
         notes.append(f"RLAIF: the feedback model (the SFT model asked \"{PRINCIPLE}\") agrees with the gold order on "
                      f"{pct(fb['gold'])} of its {fb['n_pairs']} harmlessness pairs and with the toxicity order on "
                      f"{pct(fb['toxicity'])}; a simulated training labeler follows the toxicity order on "
                      f"{pct(fb['train_labeler_toxicity'])}.")
-    it = _read_json(f"{out}/iterated_{size}/report.json").get("rounds", [])
+    it = read_json(f"{out}/iterated_{size}/report.json").get("rounds", [])
     if it:
         stale = ", ".join(pct(r["stale_pm_accuracy"]) for r in it if "stale_pm_accuracy" in r)
         notes.append(f"Iterated: {len(it)} rounds of {it[0]['human_labels']} prompts ranked on the current policy's "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -55,6 +56,14 @@ def atomic_write(path, write: Callable[[BinaryIO], None], before_replace: Callab
         os.close(dir_fd)
     except OSError:
         pass
+
+
+def read_json(path) -> dict:
+    """A JSON file's object; {} when the file is not there (a stage that has not run)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
 
 
 def write_text(path, text: str) -> None:
