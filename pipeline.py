@@ -48,11 +48,14 @@ class Config:
     preset: str = "small"
     """tiny, small or paper: world scale and stage sizes"""
     run: str = ""
-    """name of the run folder out/<run> (default: the preset)"""
+    """name of the run folder out/<run> (default: the preset, and _world<k> after it for --world_seed=k > 0)"""
     out_root: str = "out"
     """folder holding run folders"""
     data_root: str = "data"
-    """folder holding world data folders (data/<preset>)"""
+    """folder holding world data folders (data/<preset>, and data/<preset>_world<k> for --world_seed=k > 0)"""
+    world_seed: int = 0
+    """seed of the generated world: its village (characters, facts, myths, corpus, prompts); built into its own data
+    folder, never over a world of another seed"""
     recipe: Recipe = field(default_factory=Recipe)
     """what each stage trains with, per size (nanorlhf/recipe.py Recipe): each field is a flag"""
     n_eval: int = 300
@@ -79,6 +82,8 @@ class Config:
 
     # values checked before any work starts (nanorlhf/infra/config.py check_values)
     POSITIVE: ClassVar[tuple] = ("n_eval", "lanes")
+    RANGES: ClassVar[dict] = {"seed": "[0, 4294967295]", "labeler_seed": "[0, 4294967295]",
+                              "world_seed": "[0, 4294967295]"}
     RULES: ClassVar[tuple] = ((lambda c: set(names_of(c.suites)) <= set(SUITES),
                                "--suites={suites}: give all, none, or names among " + ", ".join(SUITES)),)
 
@@ -87,6 +92,14 @@ class Config:
         "small": dict(**Recipe.PRESETS["small"]),
         "paper": dict(preset="paper", n_eval=3000, **Recipe.PRESETS["paper"]),
     }
+
+
+def folders(cfg: Config) -> tuple[str, str]:
+    """(run folder, world data folder): out/<run> and data/<preset>, each with _world<k> after the preset when the
+    world is not the seed-0 village (so each world keeps its own data and stages)."""
+    tag = f"_world{cfg.world_seed}" if cfg.world_seed else ""
+    return (os.path.join(cfg.out_root, cfg.run or cfg.preset + tag),
+            os.path.join(cfg.data_root, cfg.preset + tag))
 
 
 def stage_jobs(cfg: Config, out: str, data: str) -> dict[str, tuple]:
@@ -100,7 +113,8 @@ def stage_jobs(cfg: Config, out: str, data: str) -> dict[str, tuple]:
 
     def spec(name: str, script, inputs: list[str], *flags: str, ckpt: str = "ckpt.pt") -> tuple:
         c = parse_config(script.Config, common + [f"--out_dir={out}/{name}", *flags])
-        return name, script.main, c, inputs, f"{out}/{name}/{ckpt}"
+        # the world's meta.json (its scale and seed) is an input of every stage: its key names the world
+        return name, script.main, c, [*inputs, os.path.join(data, "meta.json")], f"{out}/{name}/{ckpt}"
 
     def ppo(name: str, s: str, *flags: str) -> tuple:
         sft = f"{out}/sft_{s}/ckpt.pt"
@@ -159,7 +173,7 @@ def run_plan(first: list[str], lanes: list[list[str]], later: list[str], big: st
 
 
 def main(cfg: Config) -> dict:
-    with hold(os.path.join(cfg.out_root, cfg.run or cfg.preset)):  # one live pipeline per run folder
+    with hold(folders(cfg)[0]):  # one live pipeline per run folder
         return run_pipeline(cfg)
 
 
@@ -169,14 +183,13 @@ def run_pipeline(cfg: Config) -> dict:
     device = resolve_device(cfg.device)
     # each stage's key names the dtype it ran in (auto: bfloat16 where native)
     cfg = replace(cfg, recipe=cfg.recipe.resolved(device))
-    run, scale = cfg.run or cfg.preset, cfg.preset
-    out, data = os.path.join(cfg.out_root, run), os.path.join(cfg.data_root, scale)
+    scale, (out, data) = cfg.preset, folders(cfg)
     names, recipe = cfg.recipe.names(), cfg.recipe
     big, st, n_lanes = names[0], Stages(out, cfg.fresh), cfg.lanes if device == "cpu" else 1
 
     # 0. the world, its public-task compilation (FLAN/T0 analog), and RM prompts up to the label budget
     with hold(data):  # another seed's or settings' world is refused, never rebuilt unasked (nanorlhf/world)
-        if ensure_world(data, scale, recipe.rm_prompts, cfg.fresh):  # False: already there, as this run needs it
+        if ensure_world(data, scale, recipe.rm_prompts, cfg.fresh, seed=cfg.world_seed):  # False: already there, as this run needs it
             st.log["world"] = {"seconds": time.time() - t0}
     print(f"dtype {cfg.recipe.dtype} on {device_name(device)} (native bfloat16: {fast_bfloat16(device)})")
     probe = [speed_probe(device, cfg.recipe.dtype)]  # and again at the end: how fast this machine ran today
@@ -227,7 +240,8 @@ def run_pipeline(cfg: Config) -> dict:
     total = time.time() - t0
     probe.append(speed_probe(device, cfg.recipe.dtype))
     machine = {"cpu": cpu_name(), "device": device_name(device), "dtype": cfg.recipe.dtype,
-               "probe_tokens_per_s_start": probe[0], "probe_tokens_per_s_end": probe[1]}
+               "probe_tokens_per_s_start": probe[0], "probe_tokens_per_s_end": probe[1],
+               "world_seed": cfg.world_seed, "seed": cfg.seed, "labeler_seed": cfg.labeler_seed}
     print(f"speed probe: {probe[0]:,.0f} tokens/s at the start, {probe[1]:,.0f} at the end")
     found = run_findings(sections[0].data["findings"], st.log["rm"]["result"]["report"],
                          {s.title: s.data for s in sections[1:]}, total / 60, machine)

@@ -190,3 +190,61 @@ def findings_markdown(items: list[dict]) -> list[str]:
             fig = f"{x['value']:.3g}"
         out.append(f"- {f['claim']} ({fig}): **{f['verdict']}**")
     return out
+
+
+# ---- across worlds (experiments/replicate.py): each world's interval read as a normal one, pooled ----
+
+Z95 = 1.959964
+
+
+def pooled(estimates: list[tuple[float, float, float]]) -> dict:
+    """Fixed-effect pooling of independent estimates, each (value, lo, hi) with a 95% interval read as
+    value +- 1.96 se (se = (hi - lo) / 3.92): the inverse-variance mean and its 95% interval. An estimate with a
+    zero-width interval gets the smallest positive width among the others (or 1e-9), so it cannot take all the
+    weight. Returns {"value", "lo", "hi", "n"} (n: the estimates pooled).
+
+    Example:
+        >>> p = pooled([(0.6, 0.5, 0.7), (0.6, 0.5, 0.7)])   # two equal worlds: same centre, interval / sqrt 2
+        >>> round(p["value"], 3), round(p["hi"] - p["lo"], 4)
+        (0.6, 0.1414)
+    """
+    ses = [(hi - lo) / (2 * Z95) for _, lo, hi in estimates]
+    floor = min([s for s in ses if s > 0], default=1e-9)
+    ws = [1 / max(s, floor) ** 2 for s in ses]
+    mean = sum(w * v for w, (v, _, _) in zip(ws, estimates)) / sum(ws)
+    se = (1 / sum(ws)) ** 0.5
+    return {"value": mean, "lo": mean - Z95 * se, "hi": mean + Z95 * se, "n": len(estimates)}
+
+
+def _triple(x: dict, centre: str) -> tuple[float, float, float]:
+    return x[centre], x["lo"], x["hi"]
+
+
+def combined_verdict(name: str, figures: list[dict]) -> tuple[str, dict] | None:
+    """One finding's verdict across worlds: its own rule (above) applied to the pooled estimate of its headline
+    interval; None for a figure with no interval to pool (the calibration, the minutes). figures: the finding's
+    figures in each world's findings.json."""
+    x = figures[0]
+    if name == "truthful_informative":   # the first draw's paired difference, all items
+        p = pooled([_triple(f["all"], "diff") for f in figures])
+        return diff_verdict({**p, "diff": p["value"]}), p
+    if "rungs" in x:                     # a ladder: each rung pooled, then the order's rule
+        rungs = [pooled([_triple(f["rungs"][i], "rate") for f in figures]) for i in range(len(x["rungs"]))]
+        verdict = order_verdict([{**r, "rate": r["value"]} for r in rungs])
+        return verdict, {"value": min(r["value"] for r in rungs), "rungs": rungs}
+    if "diff" in x:                      # a paired difference b - a
+        p = pooled([_triple(f, "diff") for f in figures])
+        return diff_verdict({**p, "diff": p["value"]}), p
+    if "rate" in x:                      # a rate: a win rate, FLAN's, or the RM's reading
+        p = pooled([_triple(f, "rate") for f in figures])
+        if name == "flan_below_sft_big":
+            return (REPRODUCED if p["hi"] < 0.5 else DIRECTION if p["value"] < 0.5 else NOT), p
+        if name.startswith("rm_reads_"):
+            return (REPRODUCED if p["lo"] > READS else DIRECTION if p["value"] > 0.5 else NOT), p
+        if name.startswith("small_") and not all(f["size_ratio"]["total"] >= 10 for f in figures):
+            return NOT, p
+        return win_verdict({**p, "rate": p["value"]}), p
+    if name == "rm_ratio":
+        p = pooled([_triple(f, "value") for f in figures])
+        return (REPRODUCED if p["lo"] >= RM_RATIO else DIRECTION if p["value"] >= RM_RATIO else NOT), p
+    return None

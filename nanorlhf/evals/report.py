@@ -54,7 +54,7 @@ def report_card(flags: dict) -> dict:
             versions[name] = "not installed"
     return {"commit": git_commit(), "versions": versions, "device": device_name(device), "cpu": cpu_name(),
             "cores": len(usable_cpus()), "torch_threads": torch.get_num_threads(),
-            "seeds": {k: flags[k] for k in ("seed", "labeler_seed") if k in flags}}
+            "seeds": {k: flags[k] for k in ("world_seed", "seed", "labeler_seed") if k in flags}}
 
 
 def card_markdown(card: dict) -> list[str]:
@@ -104,7 +104,7 @@ def write_report(out: str, flags: dict, big: str, log: dict, sections: list, flo
     md = [f"# nanorlhf report: `{out}`", "",
           "`python pipeline.py " + " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
                                           for k, v in flags.items()
-                                          if k in ("preset", "seed", "labeler_seed") or v is True) + "`", "",
+                                          if k in ("preset", "world_seed", "seed", "labeler_seed") or v is True) + "`", "",
           *card_markdown(card), "",
           f"This invocation took {seconds / 60:.1f} min; the stages' own wall-clocks (as each last ran, "
           f"reused ones included) add up to {sum(e.get('seconds', 0) for e in log.values()) / 60:.1f} min "
