@@ -9,7 +9,7 @@
   4. report   agreement with gold, between labelers (Cohen's kappa), with the simulated labelers
   5. export   comparisons for train_rm.py, preference pairs, Anthropic HH; ties on their own
 
-    python label.py --policy=out/small/sft/ckpt.pt --prompts=data/small/val_prompts.jsonl --labeler=rater1
+    python label.py --policy=out/small/sft_1m/ckpt.pt --prompts=data/small/val_prompts.jsonl --labeler=rater1
     python label.py --completions=samples.jsonl --labeler=rater2 --mode=pair --n=30
     python label.py --report=labels/rater1.jsonl labels/rater2.jsonl --data_dir=data/small
     python label.py --report=labels/rater1.jsonl --export=out/human

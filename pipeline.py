@@ -136,7 +136,7 @@ def stage_jobs(cfg: Config, out: str, data: str) -> dict[str, tuple]:
                       f"--procs={n_lanes}")
     # the held-out-labeler test (§4.1) a stage of its own, to run beside PPO; it trains on the RM's comparisons
     jobs["rm_heldout"] = spec("rm_heldout", train_rm, [trunk, cmp, f"{out}/rm/val_comparisons.jsonl"], *rm_flags,
-                              "--heldout_only=true", f"--comparisons={cmp}",
+                              "--heldout_only=true", f"--comparisons={cmp}", "--max_prompts=0",  # labels no prompt
                               f"--heldout_prompts={r.rm_heldout_prompts}", ckpt="heldout.json")
     if cfg.sweeps:  # the alignment-tax section's sweeps: gamma_ptx up, and beta up instead of ptx
         for name, beta, ptx in ((f"ppo_beta0.02_{big}", 0.02, 0.0), (f"ppo_beta0.3_{big}", 0.3, 0.0),

@@ -26,9 +26,9 @@ import torch.nn.functional as F
 
 from nanorlhf.checkpoint import check_resume_config, load_checkpoint, save_checkpoint, seed_everything, set_rng_state
 from nanorlhf.infra.cli import run
-from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.config import config_dict, config_json, print_config
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import file_sha256
+from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.guard import NonFiniteGuard, check_val
 from nanorlhf.infra.metrics import MetricsLog, Progress, measure_matmul_peak, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
@@ -36,6 +36,7 @@ from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.infra.schemas import DataError
 from nanorlhf.lmdata import LMBatches, encode_docs, eval_batches, read_corpus, split_docs
 from nanorlhf.model import GPT, GPTConfig, count_params, flops_per_token
+from nanorlhf.recipe import stage_preset
 from nanorlhf.tokenizer import SPECIAL_TOKENS, Tokenizer
 from nanorlhf.world.scales import SCALES
 
@@ -50,7 +51,7 @@ class Config:
     """tokenizer file; default: tokenizer.tiktoken beside the corpus, trained if missing"""
     vocab_size: int = 2048
     """BPE vocabulary size when a tokenizer has to be trained"""
-    out_dir: str = "out/small/base"
+    out_dir: str = "out/small/base_1m"
     """where the checkpoint, metrics and plots go"""
     n_layer: int = 4
     """transformer blocks"""
@@ -108,10 +109,10 @@ class Config:
     RULES: ClassVar[tuple] = GPTConfig.RULES + ((lambda c: c.min_lr <= c.lr, "--min_lr={min_lr} is above --lr={lr}"),)
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(scale="tiny", out_dir="out/tiny/base", vocab_size=512, n_layer=2, n_head=2,
-                     n_embd=64, block_size=128, batch_size=8, max_steps=150, warmup=10,
-                     eval_every=50, eval_batches=2, ckpt_every=150, log_every=25),
-        "small": dict(),
+        # the pipeline's base model of the largest size (nanorlhf/recipe.py stage_preset), and the tiny world's sizes
+        "tiny": dict(stage_preset("tiny", "pretrain"), scale="tiny", vocab_size=512, block_size=128, batch_size=8,
+                     warmup=10, eval_every=50, eval_batches=2, ckpt_every=150, log_every=25),
+        "small": stage_preset("small", "pretrain"),
         "large": dict(out_dir="out/small/base_large", n_layer=8, n_head=8, n_embd=384,
                       block_size=128, lr=1e-3, min_lr=1e-4),
     }
@@ -246,6 +247,7 @@ def main(cfg: Config) -> dict:
     final_val = val_loss(model, val_stream, cfg, device)
     print(f"done: {step} steps, final train loss {losses[-1] if losses else float('nan'):.4f}, "
           f"val loss {final_val:.4f} -> {ckpt_path}")
+    write_text(os.path.join(cfg.out_dir, "config.json"), config_json(cfg))  # replay: --config=this file
     return {"losses": losses, "val_loss": final_val, "ckpt": ckpt_path, "model": model,
             "flops": flops_tok * cfg.batch_size * cfg.block_size * step}
 

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nanorlhf.chat import is_base
-from nanorlhf.checkpoint import load_model
+from nanorlhf.checkpoint import load_model, saved_path
 from nanorlhf.generate import SamplingConfig
 from nanorlhf.infra.cli import UsageError, run
 from nanorlhf.infra.device import resolve_device
@@ -134,7 +134,7 @@ def main(cfg: Config) -> list[list[dict]]:
         model, tok, ck = load_model(path, device, dropout=0.0)
         check_room(name, model, cfg.sampling.max_new_tokens)
         models[name] = (model.eval(), tok, is_base(ck))
-        data_dir = data_dir or ck["config"].get("data_dir", "")
+        data_dir = data_dir or saved_path(ck, path, "data_dir")  # found again if the run folder moved
     rm_path = cfg.rm or (os.path.join(cfg.run, "rm", "ckpt.pt") if cfg.compare else "")
     rm = None
     if cfg.rm or (rm_path and os.path.exists(rm_path)):

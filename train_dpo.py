@@ -34,7 +34,7 @@ import torch
 from nanorlhf import dpo
 from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
 from nanorlhf.infra.cli import run
-from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.config import config_dict, config_json, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.guard import NonFiniteGuard
@@ -45,12 +45,13 @@ from nanorlhf.infra.schemas import DataError
 from nanorlhf.interop.pairs import read_pairs
 from nanorlhf.model import count_params
 from nanorlhf.rankings import usable
+from nanorlhf.recipe import stage_preset
 from nanorlhf.world.comparisons import load_comparisons
 
 
 @dataclass
 class Config:
-    sft: str = "out/small/sft/ckpt.pt"
+    sft: str = "out/small/sft_1m/ckpt.pt"
     """SFT checkpoint: the initial policy and the frozen reference pi_ref"""
     comparisons: str = "out/small/rm/comparisons.jsonl"
     """K-way rankings to fit (the RM's training comparisons)"""
@@ -58,7 +59,7 @@ class Config:
     """or fit preference pairs instead: TRL, TRL conversational or Anthropic HH rows (nanorlhf/interop/pairs.py)"""
     val_comparisons: str = "out/small/rm/val_comparisons.jsonl"
     """held-out comparisons for the implicit-reward accuracy ('' to skip)"""
-    out_dir: str = "out/small/dpo"
+    out_dir: str = "out/small/dpo_1m"
     """where the checkpoint, metrics and plots go"""
     beta: float = 0.1
     """DPO temperature: the strength of the implicit KL constraint to pi_ref"""
@@ -86,10 +87,9 @@ class Config:
     NONNEGATIVE: ClassVar[tuple] = ("max_steps",)
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(sft="out/tiny/sft/ckpt.pt", comparisons="out/tiny/rm/comparisons.jsonl",
-                     val_comparisons="out/tiny/rm/val_comparisons.jsonl", out_dir="out/tiny/dpo",
-                     batch_prompts=4, val_prompts=8, log_every=1),
-        "small": dict(),
+        # DPO from the pipeline's SFT model on its RM's comparisons (nanorlhf/recipe.py stage_preset)
+        "tiny": dict(stage_preset("tiny", "dpo"), batch_prompts=4, val_prompts=8, log_every=1),
+        "small": stage_preset("small", "dpo"),
     }
 
 
@@ -161,6 +161,7 @@ def main(cfg: Config) -> dict:
     plot_curves(log.read(), ["dpo/loss", "dpo/margin", "dpo/accuracy"], os.path.join(cfg.out_dir, "curves.png"),
                 title=stage_title(f"DPO (beta={cfg.beta})", cfg.out_dir, count_params(policy)["total"]))
     print(f"done: {step} steps in {report['wall_s']:.0f}s -> {ckpt}")
+    write_text(os.path.join(cfg.out_dir, "config.json"), config_json(cfg))  # replay: --config=this file
     return {"metrics": log.read(), "report": report, "ckpt": ckpt, "policy": policy}
 
 

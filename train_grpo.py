@@ -30,9 +30,9 @@ from nanorlhf.checkpoint import load_model, save_checkpoint, seed_everything
 from nanorlhf.experience import make_group_experience, pg_minibatch_loss
 from nanorlhf.generate import SamplingConfig, generate_in_length_groups, response_texts
 from nanorlhf.infra.cli import run
-from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.config import config_dict, config_json, print_config
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import file_sha256
+from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.guard import NonFiniteGuard
 from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves
 from nanorlhf.infra.optim import clip_grad, make_optimizer
@@ -40,6 +40,7 @@ from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.masks import last_token_index
 from nanorlhf.packing import length_groups
 from nanorlhf.pg import PGConfig
+from nanorlhf.recipe import stage_preset
 from nanorlhf.rollout import PromptSampler
 from nanorlhf.world import prompt_from_dict
 from nanorlhf.world.verifiers import checkable, random_rewards, verifiable
@@ -75,10 +76,10 @@ class Config:
     POSITIVE: ClassVar[tuple] = ("iterations", "save_every", "log_every")
     CHOICES: ClassVar[dict] = {"reward": ("rm", "rlvr", "random")}
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(sft="out/tiny/sft/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",
-                     out_dir="out/tiny/grpo", iterations=2, group_size=4, prompts_per_iteration=2, minibatch_size=4,
+        # GRPO from the pipeline's SFT model and RM at PPO's budget (nanorlhf/recipe.py stage_preset)
+        "tiny": dict(stage_preset("tiny", "grpo"), group_size=4, prompts_per_iteration=2, minibatch_size=4,
                      max_new_tokens=16, save_every=1, log_every=1),
-        "small": dict(),
+        "small": stage_preset("small", "grpo"),
     }
 
 
@@ -164,6 +165,7 @@ def main(cfg: Config) -> dict:
                              "response/length"], os.path.join(cfg.out_dir, "curves.png"),
                 title=f"{hp.estimator} ({cfg.reward} reward)", xlabel="iteration")
     print(f"done: {cfg.iterations} iterations, {guard.skipped} skipped steps -> {ckpt}")
+    write_text(os.path.join(cfg.out_dir, "config.json"), config_json(cfg))  # replay: --config=this file
     return {"metrics": log.read(), "ckpt": ckpt, "policy": policy, "skipped": guard.skipped}
 
 

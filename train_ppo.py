@@ -31,9 +31,9 @@ from nanorlhf.checkpoint import (check_resume_config, load_checkpoint, load_mode
 from nanorlhf.experience import make_experience, minibatch_loss, value_from_rm
 from nanorlhf.generate import check_room
 from nanorlhf.infra.cli import run
-from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.config import config_dict, config_json, print_config
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import file_sha256
+from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.guard import NonFiniteGuard
 from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
 from nanorlhf.infra.optim import clip_grad, make_optimizer
@@ -41,18 +41,19 @@ from nanorlhf.infra.precision import autocast, cache_dtype, resolve_dtype
 from nanorlhf.model import ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.packing import length_groups
 from nanorlhf.ppo import PPOConfig
+from nanorlhf.recipe import stage_preset
 from nanorlhf.rollout import PromptSampler, ptx_batches, rollout, show_samples
 
 
 @dataclass
 class Config:
-    sft: str = "out/small/sft/ckpt.pt"
+    sft: str = "out/small/sft_1m/ckpt.pt"
     """SFT checkpoint: the initial policy and the frozen reference pi_SFT"""
     rm: str = "out/small/rm/ckpt.pt"
     """reward model checkpoint (also initialises the value function)"""
     data_dir: str = "data/small"
     """world data folder holding ppo_prompts.jsonl and corpus.jsonl"""
-    out_dir: str = "out/small/ppo"
+    out_dir: str = "out/small/ppo_1m"
     """where checkpoints, metrics and plots go"""
     iterations: int = 60
     """PPO iterations (each: one batch of episodes)"""
@@ -91,10 +92,9 @@ class Config:
     RANGES: ClassVar[dict] = {"dropout": "[0, 1)"}
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(sft="out/tiny/sft/ckpt.pt", rm="out/tiny/rm/ckpt.pt", data_dir="data/tiny",
-                     out_dir="out/tiny/ppo", iterations=2, batch_size=8, minibatch_size=4, max_new_tokens=16,
-                     save_every=1, log_every=1),
-        "small": dict(),
+        # the pipeline's ppo of the largest size (nanorlhf/recipe.py stage_preset: the same flags, the same model)
+        "tiny": dict(stage_preset("tiny", "ppo"), minibatch_size=4, max_new_tokens=16, save_every=1, log_every=1),
+        "small": stage_preset("small", "ppo"),
     }
 
 
@@ -226,6 +226,8 @@ def iteration_metrics(stats: list[dict], exp: dict, beta: float, times: tuple[fl
 def main(cfg: Config) -> dict:
     print_config(cfg)
     hp, device = cfg.ppo, resolve_device(cfg.device)
+    print(f"PPO: beta {hp.beta}, {hp.batch_size} episodes an iteration in minibatches of {hp.minibatch_size}, "
+          f"lr {hp.lr}, {cfg.iterations} iterations, gamma_ptx {hp.ptx_coef}", flush=True)
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, device))  # auto: bfloat16 only where it runs natively
     seed_everything(cfg.seed)
     m = load_models(cfg, device)
@@ -278,6 +280,7 @@ def main(cfg: Config) -> dict:
                 title=stage_title(f"PPO{'-ptx' * (hp.ptx_coef > 0)} (beta={hp.beta}, ptx_coef={hp.ptx_coef})",
                                   cfg.out_dir, count_params(m.policy)["total"]))
     print(f"done: {s.it} iterations, {guard.skipped} skipped steps -> {ckpt}")
+    write_text(os.path.join(cfg.out_dir, "config.json"), config_json(cfg))  # replay: --config=this file
     return {"metrics": log.read(), "ckpt": ckpt, "policy": m.policy, "value": m.value, "skipped": guard.skipped,
             "flops": flops}
 

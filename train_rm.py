@@ -37,7 +37,7 @@ from nanorlhf.evals.heldout import heldout_group_eval
 from nanorlhf.evals.preference import ratio_interval
 from nanorlhf.generate import check_room
 from nanorlhf.infra.cli import UsageError, run
-from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.config import config_dict, config_json, print_config
 from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.jsonl import DEMO, DataError, read_jsonl
@@ -46,6 +46,7 @@ from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.interop.pairs import read_pairs
 from nanorlhf.model import ScalarHeadModel, count_params, flops_per_token
 from nanorlhf.rankings import comparisons_to_two_way
+from nanorlhf.recipe import stage_preset
 from nanorlhf.reward import RewardConfig, RMFit, demo_bias, fit_reward_model, ranking_accuracy, ranking_counts
 from nanorlhf.world.comparisons import CollectConfig, agreement_counts, collect_comparisons, load_comparisons
 from nanorlhf.world.judge import Judge
@@ -53,7 +54,7 @@ from nanorlhf.world.judge import Judge
 
 @dataclass
 class Config:
-    sft: str = "out/small/sft/ckpt.pt"
+    sft: str = "out/small/sft_1m/ckpt.pt"
     """SFT checkpoint: samples the completions and initialises the RM trunk"""
     init: str = ""
     """checkpoint whose trunk initialises the RM (default: the SFT model, as the paper does)"""
@@ -116,9 +117,9 @@ class Config:
     )
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/rm", val_prompts=16,
-                     max_new_tokens=16, gen_batch=32, batch_prompts=4),
-        "small": dict(),
+        # the pipeline's RM (nanorlhf/recipe.py stage_preset)
+        "tiny": dict(stage_preset("tiny", "rm"), val_prompts=16, max_new_tokens=16, gen_batch=32, batch_prompts=4),
+        "small": stage_preset("small", "rm"),
     }
 
 
@@ -235,6 +236,7 @@ def main(cfg: Config) -> dict:
     n_tok = sum(len(tok.encode(c["prompt"])) + len(tok.encode(x)) + 3 for c in fit_cmp for x in c["completions"])
     flops = flops_per_token(rm.cfg, unembedding=False) * n_tok * ((0 if given is not None else 1 / 3) + cfg.rm.epochs)
     print(f"done: bias {bias:+.3f} -> {ckpt}")
+    write_text(os.path.join(cfg.out_dir, "config.json"), config_json(cfg))  # replay: --config=this file
     return {"report": report, "ckpt": ckpt, "rm": rm, "bias": bias, "flops": flops}
 
 

@@ -28,9 +28,9 @@ from nanorlhf.chat import chat_example, fits
 from nanorlhf.checkpoint import (atomic_torch_save, check_resume_config, load_checkpoint, load_model, load_weights,
                                  save_checkpoint, seed_everything, set_rng_state)
 from nanorlhf.infra.cli import run
-from nanorlhf.infra.config import config_dict, print_config
+from nanorlhf.infra.config import config_dict, config_json, print_config
 from nanorlhf.infra.device import resolve_device
-from nanorlhf.infra.fileio import file_sha256
+from nanorlhf.infra.fileio import file_sha256, write_text
 from nanorlhf.infra.guard import NonFiniteGuard, check_val
 from nanorlhf.infra.jsonl import DEMO, read_jsonl
 from nanorlhf.infra.metrics import MetricsLog, Progress, plot_curves, stage_title
@@ -38,18 +38,19 @@ from nanorlhf.infra.optim import clip_grad, cosine_lr, make_optimizer, set_lr
 from nanorlhf.infra.precision import autocast, resolve_dtype
 from nanorlhf.infra.schemas import DataError
 from nanorlhf.model import count_params, flops_per_token
+from nanorlhf.recipe import stage_preset
 from nanorlhf.sft import collate, sft_loss
 
 
 @dataclass
 class Config:
-    base: str = "out/small/base/ckpt.pt"
+    base: str = "out/small/base_1m/ckpt.pt"
     """pretrained base checkpoint to start from"""
     data_dir: str = "data/small"
     """world data folder holding sft.jsonl and val_prompts.jsonl"""
     demos: str = "sft.jsonl"
     """demonstration file inside data_dir (public_tasks.jsonl trains the FLAN/T0 analog)"""
-    out_dir: str = "out/small/sft"
+    out_dir: str = "out/small/sft_1m"
     """where epoch checkpoints, metrics and plots go"""
     epochs: int = 16
     """passes over the demonstrations (paper: 16)"""
@@ -88,9 +89,9 @@ class Config:
     RANGES: ClassVar[dict] = {"dropout": "[0, 1)", "val_every": "[2, inf)"}  # 1 would hold out every demonstration
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(base="out/tiny/base/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/sft", epochs=2,
-                     batch_size=8, warmup=2, val_every=8, select_prompts=8),
-        "small": dict(),
+        # the pipeline's SFT model of the largest size (nanorlhf/recipe.py stage_preset)
+        "tiny": dict(stage_preset("tiny", "sft"), batch_size=8, warmup=2, val_every=8, select_prompts=8),
+        "small": stage_preset("small", "sft"),
     }
 
 
@@ -225,6 +226,7 @@ def main(cfg: Config) -> dict:
     plot_curves(log.read(), ["train/loss", "val/loss"], os.path.join(cfg.out_dir, "loss.png"),
                 title=stage_title(kind, cfg.out_dir, count_params(model)["total"]))
     print(f"done: val loss by epoch {[round(v, 4) for v in val_losses]}; chose epoch {chosen} -> {ckpt_path}")
+    write_text(os.path.join(cfg.out_dir, "config.json"), config_json(cfg))  # replay: --config=this file
     return {"val_losses": val_losses, "chosen_epoch": chosen, "ckpt": ckpt_path, "model": model,
             "flops": flops_per_token(model.cfg) * tokens}
 

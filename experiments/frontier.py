@@ -88,11 +88,8 @@ def jobs(cfg: Config) -> list[tuple]:
     """Stages.run arguments of every run to train: the critic-free ones, then DPO."""
     r, preset = cfg.recipe.resolved(resolve_device(cfg.device)), "tiny" if "tiny" in cfg.data_dir else "small"
     sft, rm, out = f"{cfg.run_dir}/sft_{cfg.size}/ckpt.pt", f"{cfg.run_dir}/rm/ckpt.pt", cfg.out_dir
-    prompts = max(1, r.ppo_batch // cfg.group_size)
     common = [f"--preset={preset}", f"--device={cfg.device}", f"--seed={cfg.seed}", f"--data_dir={cfg.data_dir}",
-              f"--sft={sft}", f"--rm={rm}", f"--iterations={r.per_size('ppo_iterations')[cfg.size]}",
-              f"--group_size={cfg.group_size}", f"--prompts_per_iteration={prompts}", f"--lr={r.ppo_lr}",
-              f"--beta={r.ppo_beta}", f"--dtype={r.dtype}", f"--minibatch_size={min(32, prompts * cfg.group_size)}"]
+              f"--sft={sft}", f"--rm={rm}", *r.grpo_flags(cfg.size, cfg.group_size)]
     out_jobs = []
     for name, _, flags in CRITIC_FREE:
         c = parse_config(train_grpo.Config, common + [f"--out_dir={out}/{name}", *flags])

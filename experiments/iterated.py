@@ -62,7 +62,7 @@ from nanorlhf.world.judge import Judge
 
 @dataclass
 class Config:
-    sft: str = "out/small/sft/ckpt.pt"
+    sft: str = "out/small/sft_1m/ckpt.pt"
     """SFT checkpoint: the first policy, the PM trunk, the KL reference"""
     data_dir: str = "data/small"
     """world data folder holding rm_prompts.jsonl, ppo_prompts.jsonl, sft.jsonl"""
@@ -119,7 +119,7 @@ class Config:
     )
 
     PRESETS: ClassVar[dict] = {
-        "tiny": dict(sft="out/tiny/sft/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/iterated", rounds=2,
+        "tiny": dict(sft="out/tiny/sft_a/ckpt.pt", data_dir="data/tiny", out_dir="out/tiny/iterated", rounds=2,
                      prompts_per_round=4, k_max=5, max_new_tokens=16, gen_batch=32, batch_prompts=4,
                      round_iterations=1, ppo_minibatch_size=4, **Recipe.PRESETS["tiny"]),
         "small": dict(**Recipe.PRESETS["small"]),

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import pickle
 import random
@@ -105,12 +106,47 @@ def save_checkpoint(path, *, model: dict, config: dict, step: int = 0, optim: di
         if bad:
             raise CheckpointError(f"refusing to save {path}: {name} has non-finite weights in {', '.join(bad[:3])}")
     ck = {"model": model, "config": config, "config_hash": config_hash(config), "step": step,
-          "data_pos": data_pos or {}, "extra": extra or {}}
+          "data_pos": data_pos or {}, "extra": extra or {}, "from_checkpoint": paths_from(path, config)}
     if optim is not None:
         ck["optim"] = optim
     if with_rng:
         ck["rng"] = rng_state()
     atomic_torch_save(ck, path)
+
+
+def paths_from(path, config: dict) -> dict[str, str]:
+    """Each path the config names that exists (an input file or folder: data_dir, sft, rm, ...), relative to the
+    checkpoint's folder: where to find it again once the run folder and its data have moved together."""
+    here = os.path.dirname(os.path.abspath(os.fspath(path)))
+    return {k: os.path.relpath(os.path.abspath(v), here) for k, v in config.items()
+            if isinstance(v, str) and v and k != "out_dir" and os.path.exists(v)}
+
+
+def saved_path(ck: dict, path, key: str) -> str:
+    """The input a checkpoint's config names under `key` (its data_dir, say), found from here: as saved when it
+    exists from the current folder, else at the place it had relative to the checkpoint (a moved run folder), else
+    as saved ('' when the config has none).
+
+    Example:
+        saved_path(load_checkpoint("elsewhere/out/tiny/sft_a/ckpt.pt"), ..., "data_dir")  # elsewhere/data/tiny
+    """
+    saved = ck.get("config", {}).get(key, "")
+    rel = ck.get("from_checkpoint", {}).get(key)
+    if not saved or os.path.exists(saved) or rel is None:
+        return saved
+    moved = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(os.fspath(path))), rel))
+    return moved if os.path.exists(moved) else saved
+
+
+def weights_hash(state: dict) -> str:
+    """SHA-256 (16 hex digits) of a state dict's names, dtypes, shapes and bytes: what a checkpoint holds, where
+    the file's own hash also changes with torch's per-save serialization id."""
+    h = hashlib.sha256()
+    for k in sorted(state):
+        t = state[k].detach().cpu().contiguous()
+        h.update(f"{k}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:16]
 
 
 def hash_file(path) -> str:

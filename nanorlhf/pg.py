@@ -45,7 +45,7 @@ import torch
 
 from nanorlhf.infra.config import ConfigError, check_values
 from nanorlhf.masks import masked_mean, masked_sum
-from nanorlhf.ppo import per_token_kl
+from nanorlhf.ppo import PPOConfig, per_token_kl
 
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_baseline")
 AGGREGATIONS = ("seq_mean", "token_mean", "constant")
@@ -65,8 +65,8 @@ class PGConfig:
     """episodes per gradient step"""
     epochs: int = 1
     """passes over each batch of episodes (after the first, samples are off-policy)"""
-    lr: float = 2e-4
-    """learning rate of the policy"""
+    lr: float = PPOConfig.lr
+    """learning rate of the policy (PPO's)"""
     grad_clip: float = 1.0
     """global gradient-norm clip"""
     max_new_tokens: int = 48
@@ -77,8 +77,8 @@ class PGConfig:
     """how per-token losses become one: seq_mean (GRPO), token_mean (DAPO) or constant (Dr. GRPO)"""
     kl: str = "k1_reward"
     """where the KL goes: k1_reward (InstructGPT: in the reward), or k2_loss / k3_loss (a loss term)"""
-    beta: float = 0.1
-    """KL coefficient (0 allowed: no KL at all)"""
+    beta: float = PPOConfig.beta
+    """KL coefficient (PPO's; 0 allowed: no KL at all)"""
     clip_low: float = 0.2
     """the ratio's lower clip, 1 - clip_low"""
     clip_high: float = 0.2

@@ -22,6 +22,9 @@ from typing import ClassVar
 
 from nanorlhf.infra.config import ConfigError, check_values, per_size
 from nanorlhf.infra.precision import resolve_dtype
+from nanorlhf.pg import PGConfig
+from nanorlhf.ppo import PPOConfig
+from nanorlhf.reward import RewardConfig
 
 
 def heads(n_embd: int) -> int:
@@ -56,11 +59,11 @@ class Recipe:
     # DEVIATION: the paper's held-out-labeler RMs train on all the other groups' labels; here on 1,000 (time)
     rm_heldout_prompts: int = 1000
     """ranked prompts the held-out-labeler RM trains on (0 = all of its 4 groups'; train_rm --heldout_prompts)"""
-    # DEVIATION: the paper trains its RM one epoch (more overfits at 6B); a 1M-parameter RM underfits in one
-    # (docs/results.md, tried and dropped), and a third epoch adds about a point of accuracy over two
-    rm_epochs: int = 3
+    # the RM's and PPO's hyperparameters have their one default (and their DEVIATION lines) in the library's
+    # dataclasses, nanorlhf/reward.py RewardConfig and nanorlhf/ppo.py PPOConfig; the recipe reads them there
+    rm_epochs: int = RewardConfig.epochs
     """RM epochs (paper: 1; one underfits at this label budget)"""
-    rm_lr: float = 3e-4
+    rm_lr: float = RewardConfig.lr
     """RM learning rate"""
     # DEVIATION: the paper's labelers rank model samples; ours also check one claim at a time (world/qa_pairs.py):
     # without these the RM prefers the true of two otherwise equal answers no more often than chance (docs/details.md)
@@ -72,12 +75,11 @@ class Recipe:
     # more PPO (its SFT model is fitted), so it runs 15 of 128
     ppo_iterations: str = "1m:60,100k:15"
     """PPO iterations per size, each of --ppo_batch episodes"""
-    ppo_batch: int = 128
+    ppo_batch: int = PPOConfig.batch_size
     """episodes per PPO iteration (paper: 512), in minibatches of 32"""
-    ppo_lr: float = 2e-4
+    ppo_lr: float = PPOConfig.lr
     """PPO's learning rate (policy and value model)"""
-    # DEVIATION: the paper's beta is 0.02; a weak RM is exploited at 0.02 (docs/results.md, tried and dropped)
-    ppo_beta: float = 0.1
+    ppo_beta: float = PPOConfig.beta
     """KL penalty coefficient (paper: 0.02)"""
     # DEVIATION: one gamma_ptx in the paper; the small SFT model has forgotten its pretraining (LM loss 1.3 -> 8.8),
     # and at gamma 1 the mix pulls it back to the corpus and off the instructions
@@ -162,3 +164,45 @@ class Recipe:
         """train_ppo.py's flags for one size: PPO, or PPO-ptx with the size's gamma_ptx."""
         coef = self.per_size("ptx_coef")[size] if ptx else 0.0
         return [f"--iterations={self.per_size('ppo_iterations')[size]}", f"--ptx_coef={coef}", *self.ppo_hparams()]
+
+    def grpo_flags(self, size: str, group_size: int) -> list[str]:
+        """train_grpo.py's flags for one size at PPO's episode budget: the same iterations of ppo_batch episodes,
+        as ppo_batch / G prompts of G responses, at PPO's lr, beta and dtype."""
+        prompts = max(1, self.ppo_batch // group_size)
+        return [f"--iterations={self.per_size('ppo_iterations')[size]}", f"--group_size={group_size}",
+                f"--prompts_per_iteration={prompts}", f"--lr={self.ppo_lr}", f"--beta={self.ppo_beta}",
+                f"--dtype={self.dtype}", f"--minibatch_size={min(32, prompts * group_size)}"]
+
+
+def as_flags(flags: list[str]) -> dict[str, str]:
+    """['--lr=0.0002', ...] -> {'lr': '0.0002', ...}: a flag list as a script's preset (its texts parsed there)."""
+    return dict(f[2:].split("=", 1) for f in flags)
+
+
+def stage_preset(scale: str, stage: str) -> dict[str, str]:
+    """A stage script's --preset=<scale>: what pipeline.py --preset=<scale> gives that stage of its largest model,
+    the recipe's flags and the pipeline's paths (inputs where the pipeline writes them, the output where it puts
+    it: out/<scale>/<stage>_<size>, data/<scale>). So `python train_ppo.py --preset=small` trains the pipeline's
+    ppo_1m, and after `python pipeline.py --preset=tiny` every stage script's --preset=tiny finds its inputs.
+
+    Example:
+        >>> stage_preset("small", "ppo")["beta"], stage_preset("tiny", "ppo")["sft"]
+        ('0.1', 'out/tiny/sft_a/ckpt.pt')
+    """
+    r = Recipe(**Recipe.PRESETS[scale])
+    size, out, data = r.names()[0], f"out/{scale}", f"data/{scale}"
+    sft, rm = f"{out}/sft_{size}/ckpt.pt", f"{out}/rm/ckpt.pt"
+    flags = {
+        "pretrain": [f"--out_dir={out}/base_{size}", *r.pretrain_flags(size)],  # its corpus: data/<scale>
+        "sft": [f"--base={out}/base_{size}/ckpt.pt", f"--data_dir={data}", f"--out_dir={out}/sft_{size}",
+                *r.sft_flags(size)],
+        "rm": [f"--sft={sft}", f"--data_dir={data}", f"--out_dir={out}/rm", f"--max_prompts={r.rm_prompts}",
+               *r.rm_flags()],
+        "ppo": [f"--sft={sft}", f"--rm={rm}", f"--data_dir={data}", f"--out_dir={out}/ppo_{size}",
+                *r.ppo_flags(size)],
+        "grpo": [f"--sft={sft}", f"--rm={rm}", f"--data_dir={data}", f"--out_dir={out}/grpo_{size}",
+                 *r.grpo_flags(size, PGConfig.group_size)],
+        "dpo": [f"--sft={sft}", f"--comparisons={out}/rm/comparisons.jsonl",
+                f"--val_comparisons={out}/rm/val_comparisons.jsonl", f"--out_dir={out}/dpo_{size}"],
+    }[stage]
+    return as_flags(flags)

@@ -33,7 +33,7 @@ def test_fast_blocks_run_as_written_and_print_the_quoted_figures(tmp_path):
         assert needed in joined, f"no fast block runs {needed}"
     repo = str(tmp_path / "repo")
     printed = run_fast_blocks(blocks, repo)
-    assert os.path.exists(os.path.join(repo, "out", "tiny", "ppo_ptx", "ckpt.pt"))  # written in the copy
+    assert os.path.exists(os.path.join(repo, "out", "tiny", "ppo_ptx_a", "ckpt.pt"))  # written in the copy
     quoted = quoted_outputs(text)
     assert len({i for i, *_ in quoted}) >= 8, "most fast blocks quote what they print"
     problems = [f"fast block {i + 1}: {p}" for i, lines, a, r in quoted for p in check_quoted(lines, printed[i], a, r)]

@@ -19,7 +19,7 @@ raising beta instead costs reward and never fully repairs.
 Example:
     scores = capability_scores(ctx, model, tok)    # {"squad_em": .., "squad_f1": .., ..., "translation_bleu": ..}
     sec = alignment_tax(ctx)                       # the GPT = 100 table and alignment_tax.png
-    sec = sweep_table(ctx, {"ptx 0": ("out/small/ppo/ckpt.pt", 0.0, 1.2), ...}, knob="gamma_ptx")
+    sec = sweep_table(ctx, {"ptx 0": ("out/small/ppo_1m/ckpt.pt", 0.0, 1.2), ...}, knob="gamma_ptx")
 """
 from __future__ import annotations
 

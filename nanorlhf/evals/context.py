@@ -10,7 +10,7 @@ Standard policy names: "gpt" (the base model), "sft", "ppo", "ppo_ptx", and
 per-size variants with a suffix ("sft_large", ...).
 
 Example:
-    ctx = EvalContext(judge, "data/small", "out/small/eval", {"gpt": "out/small/base/ckpt.pt"})
+    ctx = EvalContext(judge, "data/small", "out/small/eval", {"gpt": "out/small/base_1m/ckpt.pt"})
     model, tok = ctx.model("gpt")
     sec = Section("Truthfulness", "| model | truthful |\\n|---|---|\\n| gpt | 41% |", ["truth.png"], {"gpt": 0.41})
 """

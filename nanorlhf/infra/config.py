@@ -13,6 +13,7 @@ Example:
 
     cfg = parse_config(Config, ["--preset=tiny", "--lr=0.01"])  # lr = 0.01
     cfg = parse_config(Config, ["--preset", "tiny", "--lr", "0.01"])  # the same
+    cfg = parse_config(Config, ["--config=out/run/config.json", "--lr=0.01"])  # a saved config, replayed
 
 A script's Config may contain a library's hyperparameter dataclass as a field
 (`ppo: PPOConfig = field(default_factory=PPOConfig)`): its fields are flags of
@@ -196,13 +197,14 @@ def usage(cls) -> str:
         lines.append("  --preset=NAME  sets these flags (the other flags then override them):")
         lines += [f"      {p}: " + (" ".join(f"--{k}={v}" for k, v in over.items()) or "(the defaults)")
                   for p, over in presets.items()]
+    lines.append("  --config=FILE  a config.json a run wrote: its values (then the other flags override them)")
     return "\n".join(lines)
 
 
 def split_flags(cls, argv: list[str]) -> list[tuple[str, str]]:
     """(name, text) of each flag in argv: `--name=value`, `--name value`, or a bare `--name`, which sets a boolean
     true (`--greedy`; `--greedy false` also reads). Unknown names raise ConfigError with the closest valid one."""
-    names = list(flat_fields(cls)) + ["preset"] * bool(getattr(cls, "PRESETS", None))
+    names = list(flat_fields(cls)) + ["preset"] * bool(getattr(cls, "PRESETS", None)) + ["config"]
     out, i = [], 0
     while i < len(argv):
         arg = argv[i]
@@ -228,9 +230,10 @@ def split_flags(cls, argv: list[str]) -> list[tuple[str, str]]:
 
 
 def parse_config(cls, argv: list[str] | None = None):
-    """Build cls from defaults, then --preset=NAME, then the other flags (split_flags: either style).
+    """Build cls from defaults, then --preset=NAME, then --config=FILE (a config.json a run wrote: config_dict's
+    flat names and typed values), then the other flags (split_flags: either style).
 
-    Unknown names and ill-typed values raise ConfigError with the valid names listed.
+    Unknown names and ill-typed values raise ConfigError with the valid names listed (a file's, with its path).
     `--help` prints the flags and exits.
     """
     argv = sys.argv[1:] if argv is None else argv
@@ -249,8 +252,40 @@ def parse_config(cls, argv: list[str] | None = None):
         values.update({k: convert(cls, k, v) for k, v in presets[p].items()})
         if "preset" in names:
             values["preset"] = p
+    if "config" in flags:
+        values.update(read_config_file(cls, flags.pop("config")))
     values.update({k: convert(cls, k, v) for k, v in flags.items()})
     return build(cls, values)
+
+
+def read_config_file(cls, path: str) -> dict:
+    """The values of a saved config.json for cls, each checked against its field's type; ConfigError (naming the
+    file) for a file that is missing, not JSON, not an object, or has a name cls does not know."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"--config={path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--config={path}: a folder, not a config.json") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"--config={path}: not a JSON config ({e})") from None
+    if not isinstance(saved, dict):
+        raise ConfigError(f"--config={path}: expected a JSON object of flag names and values")
+    fields = flat_fields(cls)
+    unknown = [k for k in saved if k not in fields]
+    if unknown:
+        raise ConfigError(f"--config={path}: {cls.__name__} has no flag --{unknown[0]}"
+                          f"{did_you_mean(unknown[0], fields, '--')} (a config of another script?)")
+    try:
+        return {k: convert(cls, k, v) for k, v in saved.items()}
+    except ConfigError as e:
+        raise ConfigError(f"--config={path}: {e}") from None
+
+
+def config_json(cfg) -> str:
+    """The text of a run's config.json: config_dict, which --config=FILE reads back."""
+    return json.dumps(config_dict(cfg), indent=1)
 
 
 def build(cls, values: dict):
