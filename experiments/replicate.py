@@ -9,7 +9,8 @@ training seed and its own draw of labelers, so the worlds are independent replic
     python -m experiments.replicate --preset=tiny --worlds=0,1        # a smoke run (its verdicts mean nothing)
 
 The combined verdict (nanorlhf/evals/findings.py combined_verdict): each world's 95% interval is read as a normal
-one, the worlds' estimates are pooled by inverse variance (a fixed-effect meta-analysis of independent worlds), and
+one, the worlds' estimates are pooled by inverse variance with a between-world variance (random effects,
+DerSimonian-Laird: worlds that disagree widen the interval), and
 the finding's own rule (the interval of a win rate above 50%, of a paired difference above 0, ...) is applied to the
 pooled interval; "reproduced on k of N" sits beside it. A world whose run is finished is reused (the pipeline skips
 its stages and only evaluates again). Writes out_root/replication_<preset>/replication.md and replication.json.
@@ -46,6 +47,8 @@ class Config:
     """cpu, cuda, or auto"""
     lanes: int = 2
     """the pipeline's --lanes"""
+    table_only: bool = False
+    """run nothing: build the table from the worlds' findings.json (each run must have finished)"""
 
     POSITIVE: ClassVar[tuple] = ("lanes",)
     CHOICES: ClassVar[dict] = {"preset": ("tiny", "small", "paper")}
@@ -132,23 +135,29 @@ def main(cfg: Config) -> dict:
     t0, per_world, minutes = time.time(), {}, {}
     for i, w in enumerate(seeds):
         print(f"== world {w} ({i + 1} of {len(seeds)}): {' '.join(pipeline_command(cfg, w)[1:])}", flush=True)
-        t = time.time()
-        done = subprocess.run(pipeline_command(cfg, w), cwd=ROOT)
-        if done.returncode:
-            raise SystemExit(f"the pipeline of world {w} failed (exit {done.returncode}); its log is above")
-        minutes[w] = (time.time() - t) / 60
-        per_world[w] = read_json(os.path.join(run_folder(cfg, w), "findings.json"))
+        t, found = time.time(), os.path.join(run_folder(cfg, w), "findings.json")
+        if cfg.table_only and not os.path.exists(found):
+            raise SystemExit(f"--table_only=true: {found} is missing (run world {w} first, without --table_only)")
+        if not cfg.table_only:
+            done = subprocess.run(pipeline_command(cfg, w), cwd=ROOT)
+            if done.returncode:
+                raise SystemExit(f"the pipeline of world {w} failed (exit {done.returncode}); its log is above")
+        per_world[w] = read_json(found)
+        minutes[w] = (time.time() - t) / 60 if not cfg.table_only else next(
+            f["figures"]["value"] for f in per_world[w] if f["name"] == "minutes")
     rows, md = replication_table(per_world)
-    total = (time.time() - t0) / 60
+    total = (time.time() - t0) / 60 if not cfg.table_only else sum(minutes.values())
     probes = {w: next(f["figures"] for f in found if f["name"] == "minutes") for w, found in per_world.items()}
     out = os.path.join(cfg.out_root, f"replication_{cfg.preset}")
+    summed = " (the runs' own wall-clocks, summed)" if cfg.table_only else ""
     smoke = ["A tiny run is a smoke test: its verdicts mean nothing.", ""] if cfg.preset == "tiny" else []
     text = [f"# Replication across worlds: `python -m experiments.replicate --preset={cfg.preset} "
             f"--worlds={cfg.worlds}`", "", *smoke,
             "World k is the pipeline at --world_seed=k --seed=k --labeler_seed=k. Combined: the worlds' 95% "
-            "intervals pooled by inverse variance, the finding's own rule applied to the pooled interval.", "",
+            "intervals pooled by random-effects inverse variance (DerSimonian-Laird: the spread between worlds "
+            "widens the interval), the finding's own rule applied to the pooled interval.", "",
             *md, "",
-            f"Wall-clock {total:.1f} min in all (" + ", ".join(
+            f"Wall-clock {total:.1f} min in all{summed} (" + ", ".join(
                 f"world {w}: {minutes[w]:.1f} min, speed probe {probes[w].get('probe_tokens_per_s_start', 0):,.0f}"
                 f" -> {probes[w].get('probe_tokens_per_s_end', 0):,.0f} tokens/s" for w in seeds)
             + f") on {probes[seeds[0]].get('cpu', 'this machine')}."]

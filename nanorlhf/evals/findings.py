@@ -193,27 +193,40 @@ def findings_markdown(items: list[dict]) -> list[str]:
 
 
 # ---- across worlds (experiments/replicate.py): each world's interval read as a normal one, pooled ----
+# Worlds differ more than their own intervals say (another village is another population), so the pooling is
+# random-effects (DerSimonian and Laird 1986): the between-world variance tau^2 is estimated from the spread of the
+# worlds' estimates beyond their standard errors and added to each one's variance before weighting.
 
 Z95 = 1.959964
 
 
 def pooled(estimates: list[tuple[float, float, float]]) -> dict:
-    """Fixed-effect pooling of independent estimates, each (value, lo, hi) with a 95% interval read as
-    value +- 1.96 se (se = (hi - lo) / 3.92): the inverse-variance mean and its 95% interval. An estimate with a
-    zero-width interval gets the smallest positive width among the others (or 1e-9), so it cannot take all the
-    weight. Returns {"value", "lo", "hi", "n"} (n: the estimates pooled).
+    """Random-effects pooling of independent estimates, each (value, lo, hi) with a 95% interval read as
+    value +- 1.96 se (se = (hi - lo) / 3.92). Fixed-effect weights w_i = 1/se_i^2 give Cochran's
+    Q = sum w_i (v_i - v_fixed)^2; tau^2 = max(0, (Q - (k - 1)) / (sum w - sum w^2 / sum w)); the pooled value is
+    the mean weighted by 1/(se_i^2 + tau^2), its se = (sum of those weights)^-1/2. An estimate with a zero-width
+    interval gets the smallest positive width among the others (or 1e-9), so it cannot take all the weight.
+    Returns {"value", "lo", "hi", "n", "tau"} (n: the estimates pooled; tau: the between-world sd).
 
     Example:
         >>> p = pooled([(0.6, 0.5, 0.7), (0.6, 0.5, 0.7)])   # two equal worlds: same centre, interval / sqrt 2
-        >>> round(p["value"], 3), round(p["hi"] - p["lo"], 4)
-        (0.6, 0.1414)
+        >>> round(p["value"], 3), round(p["hi"] - p["lo"], 4), p["tau"]
+        (0.6, 0.1414, 0.0)
+        >>> q = pooled([(0.4, 0.35, 0.45), (0.8, 0.75, 0.85)])   # worlds far apart: the interval widens
+        >>> round(q["value"], 2), q["hi"] - q["lo"] > 0.5, round(q["tau"], 2)
+        (0.6, True, 0.28)
     """
     ses = [(hi - lo) / (2 * Z95) for _, lo, hi in estimates]
     floor = min([s for s in ses if s > 0], default=1e-9)
-    ws = [1 / max(s, floor) ** 2 for s in ses]
-    mean = sum(w * v for w, (v, _, _) in zip(ws, estimates)) / sum(ws)
+    var = [max(s, floor) ** 2 for s in ses]
+    w = [1 / v for v in var]
+    fixed = sum(wi * x for wi, (x, _, _) in zip(w, estimates)) / sum(w)
+    q = sum(wi * (x - fixed) ** 2 for wi, (x, _, _) in zip(w, estimates))
+    tau2 = max(0.0, (q - (len(w) - 1)) / (sum(w) - sum(wi * wi for wi in w) / sum(w))) if len(w) > 1 else 0.0
+    ws = [1 / (v + tau2) for v in var]
+    mean = sum(wi * x for wi, (x, _, _) in zip(ws, estimates)) / sum(ws)
     se = (1 / sum(ws)) ** 0.5
-    return {"value": mean, "lo": mean - Z95 * se, "hi": mean + Z95 * se, "n": len(estimates)}
+    return {"value": mean, "lo": mean - Z95 * se, "hi": mean + Z95 * se, "n": len(estimates), "tau": tau2 ** 0.5}
 
 
 def _triple(x: dict, centre: str) -> tuple[float, float, float]:
