@@ -32,6 +32,7 @@ from nanorlhf.infra.device import resolve_device
 from nanorlhf.infra.fileio import read_json, write_text
 from nanorlhf.infra.lanes import run_lanes
 from nanorlhf.infra.stages import Stages
+from nanorlhf.pg import PGConfig
 from nanorlhf.recipe import Recipe
 from nanorlhf.world.judge import Judge
 
@@ -55,10 +56,10 @@ class Config:
     """which size of the run to start from"""
     recipe: Recipe = field(default_factory=Recipe)
     """the pipeline's recipe (nanorlhf/recipe.py): the episode budget, beta, lr and dtype of every RL run"""
-    group_size: int = 8
+    group_size: int = PGConfig.group_size
     """G, responses per prompt of the critic-free methods (P = the recipe's batch / G prompts an iteration)"""
-    dpo_beta: float = 0.1
-    """DPO's beta"""
+    dpo_beta: float = train_dpo.Config.beta
+    """DPO's beta (train_dpo.py's)"""
     bon_ns: str = "2,4,8,16"
     """best-of-n sizes"""
     n_eval: int = 300

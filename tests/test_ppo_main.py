@@ -31,7 +31,7 @@ def two_iterations(stages, monkeypatch_module):
     monkeypatch_module.setattr(train_ppo, "make_experience", spy)
     flags = ["--preset=tiny", f"--sft={stages['out']}/sft/ckpt.pt", f"--rm={stages['out']}/rm/ckpt.pt",
              f"--data_dir={stages['data']}", f"--out_dir={stages['out']}/ppo_wiring", "--iterations=2",
-             f"--beta={BETA}", f"--temperature={TEMPERATURE}", "--lr=3e-3"]
+             f"--beta={BETA}", f"--temperature={TEMPERATURE}", "--lr=3e-3", "--dtype=float32"]  # compared in fp32
     res = train_ppo.main(parse_config(train_ppo.Config, flags))
     return {"seen": seen, "res": res, "stages": stages}
 
