@@ -64,7 +64,7 @@ def test_resume_with_a_changed_lr_is_refused(stages, tmp_path):
     out = tmp_path / "run"
     train_ppo.main(parse_config(train_ppo.Config, flags(stages, out, "--iterations=1")))
     before = open(out / "ckpt.pt", "rb").read()
-    with pytest.raises(CheckpointError, match="lr: 0.0001 -> 0.5"):
+    with pytest.raises(CheckpointError, match="lr: 0.0002 -> 0.5"):
         train_ppo.main(parse_config(train_ppo.Config, flags(stages, out, "--iterations=2", "--resume=true",
                                                             "--lr=0.5")))
     assert open(out / "ckpt.pt", "rb").read() == before

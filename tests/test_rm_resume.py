@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def flags(s, out, *extra):
     return ["--preset=tiny", f"--sft={s['out']}/sft/ckpt.pt", f"--data_dir={s['data']}", f"--out_dir={out}",
             "--epochs=2", "--max_prompts=24", "--val_prompts=8", "--save_every=2", "--heldout_folds=0",
-            "--claim_checks=false", *extra]
+            "--claim_checks=false", "--fact_checks=0", *extra]
 
 
 def test_killed_and_resumed_rm_equals_an_uninterrupted_run(stages, tmp_path):
@@ -33,7 +33,7 @@ def test_killed_and_resumed_rm_equals_an_uninterrupted_run(stages, tmp_path):
                        capture_output=True, text=True, env=env)
     assert p.returncode == -9, p.stderr[-2000:]
     assert load_checkpoint(killed / "fit.pt")["extra"]["fit"]["epoch"] == 1 and not (killed / "ckpt.pt").exists()
-    with pytest.raises(CheckpointError, match="lr: 0.001 -> 0.5"):
+    with pytest.raises(CheckpointError, match="lr: 0.0003 -> 0.5"):
         train_rm.main(parse_config(train_rm.Config, flags(stages, killed, "--resume=true", "--lr=0.5")))
     resumed = train_rm.main(parse_config(train_rm.Config, flags(stages, killed, "--resume=true")))
     a, b = load_checkpoint(tmp_path / "straight" / "ckpt.pt"), load_checkpoint(killed / "ckpt.pt")

@@ -106,9 +106,9 @@ def test_each_mistake_is_one_line_or_a_note(stages, tmp_path, monkeypatch, capsy
     code, out, err = run_cli([f"--ckpt={sft}", "--prompt=" + "Tell me about a fox. " * 60], capsys)
     assert code == 0 and "note: the prompt's first" in out and "fit sft's context of 128 tokens" in out
     ck = load_checkpoint(sft)
+    monkeypatch.chdir(tmp_path)  # another folder: data/tiny is not here (nor where the checkpoint records it)
     save_checkpoint(tmp_path / "ckpt.pt", **{k: ck[k] for k in ("model", "step", "extra")},
                     config={**ck["config"], "data_dir": "data/tiny"}, with_rng=False)
-    monkeypatch.chdir(tmp_path)  # another folder: data/tiny is not here
     code, out, err = run_cli(["--ckpt=ckpt.pt", "--prompt=test:0"], capsys)
     assert code == 2 and err.count("\n") == 1 and "none at data/tiny: give --data_dir" in err, err
 
